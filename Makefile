@@ -1,0 +1,21 @@
+# Two commands matter: `make test` (install + the whole suite) and `tito milestone run gpt`.
+PYTHON ?= python3
+PIP ?= $(PYTHON) -m pip
+
+.PHONY: install test lint check bench
+
+install:
+	$(PIP) install --quiet -e ".[grade,dev]"
+
+lint:
+	ruff check .
+	ruff format --check tito modules tests milestones benchmarks
+
+check:
+	tito module export --all --check
+
+test: install lint check
+	$(PYTHON) -m pytest -q
+
+bench: install
+	$(PYTHON) -m benchmarks.run

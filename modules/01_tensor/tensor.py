@@ -1,0 +1,690 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# # Module 01 — Tensor
+#
+# Every deep-learning framework is built around one data structure: an n-dimensional array that
+# also remembers how it was computed. In this module you build `Tensor`, a thin wrapper over a
+# float32 numpy array, and the `Function` protocol every later operation follows.
+#
+# **Why float32?** Models train fine in single precision, it halves memory against float64, and
+# BLAS matrix multiplies run about twice as fast. `Tensor` converts whatever it is given to float32.
+# (Gradient checks need more digits: inside `with precision(np.float64):` new tensors are float64.
+# Operations therefore take their dtype from their inputs and never hard-code one.)
+#
+# **Why a `Function` class?** Each operation (add, multiply, matmul, ...) is one small class with a
+# `forward` that computes the value from numpy arrays and a `backward` that, given the gradient of
+# the output, returns the gradient for each input. The two sit side by side so you read an operation
+# and its derivative on one screen. `Function.apply` runs `forward` and, when gradients are wanted,
+# records the inputs on the output tensor. Module 05 walks those records backwards (autograd); this
+# module only writes the local rules.
+#
+# A reminder of the local rules you need (g is the gradient arriving from the output):
+#
+# | op | forward | gradient for a | gradient for b |
+# |---|---|---|---|
+# | add | a + b | g | g |
+# | mul | a * b | g * b | g * a |
+# | div | a / b | g / b | -g * a / b² |
+# | pow (scalar p) | a ** p | g * p * a^(p-1) | — |
+# | matmul | a @ b | g @ bᵀ | aᵀ @ g |
+# | sum over axis | Σ a | g broadcast back over that axis | — |
+#
+# When shapes were broadcast in the forward pass, the gradient has the *output's* shape; the
+# engine in module 05 sums it back to each input's shape with `sum_to_shape` (written below).
+
+# %%
+#| default_exp core.tensor
+
+# %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+from __future__ import annotations
+
+import numpy as np
+
+DTYPE = np.float32
+
+
+class ShapeError(ValueError):
+    """Raised when operand shapes do not fit; the message names both shapes."""
+
+
+class _GradMode:
+    """Whether operations record the graph; module 05's `no_grad()` switches it off."""
+
+    enabled = True
+
+
+def is_grad_enabled() -> bool:
+    return _GradMode.enabled
+
+
+class _Precision:
+    """The dtype new tensors get: float32, or float64 inside `precision()` for gradient checks."""
+
+    dtype = DTYPE
+
+
+class precision:
+    """`with precision(np.float64): ...` builds float64 tensors, e.g. for finite differences."""
+
+    def __init__(self, dtype):
+        self.dtype, self.previous = np.dtype(dtype).type, None
+
+    def __enter__(self):
+        self.previous, _Precision.dtype = _Precision.dtype, self.dtype
+
+    def __exit__(self, *exc):
+        _Precision.dtype = self.previous
+
+
+def sum_to_shape(grad: np.ndarray, shape: tuple) -> np.ndarray:
+    """Sum a broadcast gradient back down to `shape` (undoing numpy broadcasting)."""
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra > 0:
+        grad = grad.sum(axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    return grad
+
+
+# %% [markdown]
+# ## The `Function` protocol
+#
+# `apply` is the only place a graph edge is made. It converts plain numbers and arrays to tensors,
+# runs `forward` on the raw arrays, and wraps the result. If gradient recording is on and any input
+# requires a gradient, the output remembers the function (`_ctx`) and the function remembers its
+# inputs (`parents`). `needs_grad` tells `forward` which inputs will want a gradient, so it can skip
+# saving what `backward` will never use.
+
+
+# %% nbgrader={"grade": false, "grade_id": "function", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+class Function:
+    """One differentiable operation: `forward` on arrays, `backward` to input gradients."""
+
+    parents: tuple = ()
+    needs_grad: tuple = ()
+
+    def forward(self, *arrays, **kwargs) -> np.ndarray:
+        raise NotImplementedError
+
+    def backward(self, grad: np.ndarray) -> tuple:
+        """Return one gradient (or None) per input, each in the output's broadcast shape."""
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *inputs, **kwargs) -> Tensor:
+        tensors = tuple(x if isinstance(x, Tensor) else Tensor(x) for x in inputs)
+        track = _GradMode.enabled and any(t.requires_grad for t in tensors)
+        fn = cls()
+        fn.needs_grad = tuple(track and t.requires_grad for t in tensors)
+        out = Tensor(fn.forward(*(t.data for t in tensors), **kwargs))
+        if track:
+            fn.parents = tensors
+            out.requires_grad = True
+            out._ctx = fn
+        return out
+
+
+def _broadcast_shape(op: str, a: np.ndarray, b: np.ndarray) -> tuple:
+    try:
+        return np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ShapeError(
+            f"{op}: shapes {a.shape} and {b.shape} cannot be broadcast together; "
+            "make the trailing dimensions equal or 1"
+        ) from None
+
+
+# %% [markdown]
+# ## Elementwise arithmetic
+#
+# Write the forward and backward of each operation. Broadcasting is numpy's: `forward` can simply
+# use the numpy operator. `backward` returns gradients in the output's shape (the engine reduces
+# them). Keep everything float32: multiply by numpy float32 values or plain Python numbers, which
+# numpy keeps in float32.
+
+
+# %% nbgrader={"grade": false, "grade_id": "elementwise", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+class Add(Function):
+    def forward(self, a, b):
+        _broadcast_shape("add", a, b)
+        ### BEGIN SOLUTION
+        return a + b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad, grad
+        ### END SOLUTION
+
+
+class Sub(Function):
+    def forward(self, a, b):
+        _broadcast_shape("subtract", a, b)
+        ### BEGIN SOLUTION
+        return a - b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad, -grad
+        ### END SOLUTION
+
+
+class Mul(Function):
+    def forward(self, a, b):
+        _broadcast_shape("multiply", a, b)
+        ### BEGIN SOLUTION
+        self.a, self.b = a, b
+        return a * b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad * self.b, grad * self.a
+        ### END SOLUTION
+
+
+class Div(Function):
+    def forward(self, a, b):
+        _broadcast_shape("divide", a, b)
+        ### BEGIN SOLUTION
+        self.a, self.b = a, b
+        return a / b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        ga = grad / self.b
+        gb = -ga * self.a / self.b if self.needs_grad[1] else None
+        return ga, gb
+        ### END SOLUTION
+
+
+class Neg(Function):
+    def forward(self, a):
+        return -a
+
+    def backward(self, grad):
+        return (-grad,)
+
+
+class Pow(Function):
+    def forward(self, a, exponent: float):
+        ### BEGIN SOLUTION
+        self.a, self.p = a, exponent
+        return a**exponent
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return (grad * self.p * self.a ** (self.p - 1),)
+        ### END SOLUTION
+
+
+class Exp(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        self.out = np.exp(a)
+        return self.out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return (grad * self.out,)
+        ### END SOLUTION
+
+
+class Log(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        self.a = a
+        return np.log(a)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return (grad / self.a,)
+        ### END SOLUTION
+
+
+# %% [markdown]
+# ## Matrix multiplication
+#
+# `a @ b` multiplies the last two axes and broadcasts the rest, like numpy. A 1-D operand is
+# treated as a row (on the left) or a column (on the right) and that axis is removed again.
+# The shape check comes first so a mistake reads as one line naming both shapes.
+#
+# Speed note: when a batched input `(B, T, C)` meets a weight matrix `(C, D)`, the weight gradient
+# is `Σ_batch xᵀ @ g`. Flattening `(B, T)` into one axis turns that into a single large matrix
+# multiply instead of B small ones plus a sum.
+
+
+# %% nbgrader={"grade": false, "grade_id": "matmul", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+def _check_matmul(a_shape, b_shape):
+    if len(a_shape) == 0 or len(b_shape) == 0:
+        raise ShapeError(
+            f"matmul needs arrays with at least 1 dimension, got {a_shape} @ {b_shape}"
+        )
+    inner_a = a_shape[-1]
+    inner_b = b_shape[0] if len(b_shape) == 1 else b_shape[-2]
+    if inner_a != inner_b:
+        raise ShapeError(
+            f"matmul: shapes {a_shape} @ {b_shape} do not fit: the last axis of the left ({inner_a}) "
+            f"must equal the second-to-last axis of the right ({inner_b})"
+        )
+
+
+class MatMul(Function):
+    def forward(self, a, b):
+        _check_matmul(a.shape, b.shape)
+        self.a, self.b = a, b
+        ### BEGIN SOLUTION
+        return a @ b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        a, b = self.a, self.b
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        g = grad[..., None, :] if a.ndim == 1 else grad
+        g = g[..., None] if b.ndim == 1 else g
+        ga = gb = None
+        ### BEGIN SOLUTION
+        if self.needs_grad[0]:
+            ga = sum_to_shape(g @ np.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape)
+        if self.needs_grad[1]:
+            if b2.ndim == 2 and a2.ndim > 2:
+                flat_a = a2.reshape(-1, a2.shape[-1])
+                gb = (flat_a.T @ g.reshape(-1, g.shape[-1])).reshape(b.shape)
+            else:
+                gb = sum_to_shape(np.swapaxes(a2, -1, -2) @ g, b2.shape).reshape(b.shape)
+        ### END SOLUTION
+        return ga, gb
+
+
+# %% [markdown]
+# ## Reductions and shape operations
+#
+# `sum`, `mean` and `max` take `axis` (an int, a tuple, or None for all) and `keepdims`. Their
+# backward spreads the gradient back over the reduced axes: every input of a sum receives the
+# whole gradient, every input of a mean `1/n` of it, and for `max` only the winners (ties share).
+# `reshape`, `transpose` and indexing only move numbers around, so their backward moves the
+# gradient back the same way.
+
+
+# %% nbgrader={"grade": false, "grade_id": "reductions", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+def _axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    for ax in axes:
+        if not -ndim <= ax < max(ndim, 1):
+            raise ShapeError(f"axis {ax} is out of range for a tensor with {ndim} dimensions")
+    return tuple(ax % max(ndim, 1) for ax in axes)
+
+
+def _expand(grad, shape, axes, keepdims):
+    """Give a reduced gradient back its reduced axes so it broadcasts against the input."""
+    if not keepdims:
+        grad = np.expand_dims(grad, axes)
+    return np.broadcast_to(grad, shape)
+
+
+class Sum(Function):
+    def forward(self, a, axis=None, keepdims=False):
+        self.shape, self.axes, self.keepdims = a.shape, _axes(axis, a.ndim), keepdims
+        ### BEGIN SOLUTION
+        return np.sum(a, axis=self.axes, keepdims=keepdims)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return (_expand(grad, self.shape, self.axes, self.keepdims),)
+        ### END SOLUTION
+
+
+class Mean(Function):
+    def forward(self, a, axis=None, keepdims=False):
+        self.shape, self.axes, self.keepdims = a.shape, _axes(axis, a.ndim), keepdims
+        self.count = int(np.prod([a.shape[i] for i in self.axes])) if a.ndim else 1
+        ### BEGIN SOLUTION
+        return np.mean(a, axis=self.axes, keepdims=keepdims)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return (_expand(grad / self.count, self.shape, self.axes, self.keepdims),)
+        ### END SOLUTION
+
+
+class Max(Function):
+    def forward(self, a, axis=None, keepdims=False):
+        self.axes, self.keepdims = _axes(axis, a.ndim), keepdims
+        ### BEGIN SOLUTION
+        out = np.max(a, axis=self.axes, keepdims=True)
+        self.winners = a == out
+        return out if keepdims else np.squeeze(out, axis=self.axes)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        if not self.keepdims:
+            grad = np.expand_dims(grad, self.axes)
+        share = self.winners / self.winners.sum(axis=self.axes, keepdims=True, dtype=grad.dtype)
+        return (grad * share,)
+        ### END SOLUTION
+
+
+class Reshape(Function):
+    def forward(self, a, shape):
+        self.shape = a.shape
+        try:
+            return a.reshape(shape)
+        except ValueError:
+            raise ShapeError(
+                f"cannot reshape {a.shape} ({a.size} values) into {tuple(shape)}"
+            ) from None
+
+    def backward(self, grad):
+        return (grad.reshape(self.shape),)
+
+
+class Permute(Function):
+    def forward(self, a, axes):
+        if sorted(ax % a.ndim for ax in axes) != list(range(a.ndim)):
+            raise ShapeError(f"permute: {tuple(axes)} is not an ordering of {a.ndim} axes")
+        self.axes = axes
+        return np.transpose(a, axes)
+
+    def backward(self, grad):
+        return (np.transpose(grad, np.argsort([ax % grad.ndim for ax in self.axes])),)
+
+
+class GetItem(Function):
+    def forward(self, a, index):
+        self.shape, self.index = a.shape, index
+        return a[index]
+
+    def backward(self, grad):
+        full = np.zeros(self.shape, dtype=grad.dtype)
+        np.add.at(full, self.index, grad)  # repeated indices accumulate
+        return (full,)
+
+
+# %% [markdown]
+# ## The `Tensor` class
+#
+# Operators route through the functions above, so each one is recorded the same way. `.grad`
+# stays `None` until module 05's engine fills it; `backward()` calls that engine.
+
+
+# %% nbgrader={"grade": false, "grade_id": "tensor", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+def _index(key):
+    """Tensors used as indices become integer arrays."""
+    if isinstance(key, Tensor):
+        return key.data.astype(np.int64)
+    if isinstance(key, tuple):
+        return tuple(_index(k) for k in key)
+    return key
+
+
+class Tensor:
+    """An n-dimensional float32 array that can record how it was computed."""
+
+    __array_priority__ = 100  # numpy defers to Tensor in `ndarray + Tensor`
+
+    def __init__(self, data, requires_grad: bool = False):
+        if isinstance(data, Tensor):
+            data = data.data
+        try:
+            self.data = np.asarray(data, dtype=_Precision.dtype)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"Tensor needs numbers (a number, list or numpy array), got {type(data).__name__}"
+            ) from None
+        self.requires_grad = requires_grad
+        self.grad: np.ndarray | None = None
+        self._ctx: Function | None = None  # the Function that produced this tensor
+
+    # --- information -------------------------------------------------------------------
+    shape = property(lambda self: self.data.shape)
+    dtype = property(lambda self: self.data.dtype)
+    ndim = property(lambda self: self.data.ndim)
+    size = property(lambda self: self.data.size)
+
+    def __len__(self):
+        return len(self.data)
+
+    def __repr__(self):
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        return f"Tensor({np.array2string(self.data, precision=4, threshold=20)}{grad})"
+
+    def numpy(self) -> np.ndarray:
+        return self.data
+
+    def item(self) -> float:
+        return float(self.data.item())
+
+    def __float__(self):
+        return self.item()
+
+    def __format__(self, spec):
+        return format(self.item(), spec) if self.size == 1 else repr(self)
+
+    # --- arithmetic ----------------------------------------------------------------------
+    def __add__(self, other):
+        return Add.apply(self, other)
+
+    def __radd__(self, other):
+        return Add.apply(other, self)
+
+    def __sub__(self, other):
+        return Sub.apply(self, other)
+
+    def __rsub__(self, other):
+        return Sub.apply(other, self)
+
+    def __mul__(self, other):
+        return Mul.apply(self, other)
+
+    def __rmul__(self, other):
+        return Mul.apply(other, self)
+
+    def __truediv__(self, other):
+        return Div.apply(self, other)
+
+    def __rtruediv__(self, other):
+        return Div.apply(other, self)
+
+    def __neg__(self):
+        return Neg.apply(self)
+
+    def __pow__(self, exponent):
+        if not isinstance(exponent, (int, float)):
+            raise TypeError("Tensor ** exponent needs a plain number exponent")
+        return Pow.apply(self, exponent=exponent)
+
+    def __matmul__(self, other):
+        return MatMul.apply(self, other)
+
+    def __rmatmul__(self, other):
+        return MatMul.apply(other, self)
+
+    def matmul(self, other):
+        return MatMul.apply(self, other)
+
+    def exp(self):
+        return Exp.apply(self)
+
+    def log(self):
+        return Log.apply(self)
+
+    def sqrt(self):
+        return Pow.apply(self, exponent=0.5)
+
+    # --- reductions ----------------------------------------------------------------------
+    def sum(self, axis=None, keepdims=False):
+        return Sum.apply(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return Mean.apply(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return Max.apply(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis=None, keepdims=False):
+        centred = self - self.mean(axis=axis, keepdims=True)
+        return (centred * centred).mean(axis=axis, keepdims=keepdims)
+
+    def std(self, axis=None, keepdims=False):
+        return self.var(axis=axis, keepdims=keepdims).sqrt()
+
+    # --- shape -----------------------------------------------------------------------------
+    def reshape(self, *shape):
+        shape = (
+            tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        )
+        return Reshape.apply(self, shape=shape)
+
+    def permute(self, *axes):
+        axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        return Permute.apply(self, axes=axes)
+
+    def transpose(self, axis0: int = -2, axis1: int = -1):
+        """Swap two axes (the last two by default, as for a matrix transpose)."""
+        if self.ndim < 2:
+            raise ShapeError(f"transpose needs at least 2 dimensions, got shape {self.shape}")
+        axes = list(range(self.ndim))
+        axes[axis0], axes[axis1] = axes[axis1], axes[axis0]
+        return Permute.apply(self, axes=tuple(axes))
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    def __getitem__(self, key):
+        return GetItem.apply(self, index=_index(key))
+
+    # --- comparisons (no gradient) -----------------------------------------------------------
+    def _compare(self, other, op):
+        other = other.data if isinstance(other, Tensor) else other
+        return Tensor(op(self.data, other))
+
+    def __eq__(self, other):
+        return self._compare(other, np.equal)
+
+    def __ne__(self, other):
+        return self._compare(other, np.not_equal)
+
+    def __lt__(self, other):
+        return self._compare(other, np.less)
+
+    def __le__(self, other):
+        return self._compare(other, np.less_equal)
+
+    def __gt__(self, other):
+        return self._compare(other, np.greater)
+
+    def __ge__(self, other):
+        return self._compare(other, np.greater_equal)
+
+    __hash__ = object.__hash__
+
+    # --- gradients -------------------------------------------------------------------------
+    def backward(self, grad=None) -> None:
+        """Fill `.grad` of every leaf this tensor depends on (needs module 05, autograd)."""
+        try:
+            from tinytorch.core.autograd import backward
+        except ModuleNotFoundError:
+            raise RuntimeError(
+                "Tensor.backward() needs the autograd engine from module 05; "
+                "run `tito module export 05` or complete that module"
+            ) from None
+        backward(self, grad)
+
+    def zero_grad(self) -> None:
+        self.grad = None
+
+    def detach(self) -> Tensor:
+        """The same values, cut from the graph."""
+        return Tensor(self.data)
+
+
+# %% [markdown]
+# ## Try it
+
+# %%
+a = Tensor([[1.0, 2.0], [3.0, 4.0]])
+b = Tensor([10.0, 20.0])
+print(a + b, (a @ a).shape, a.sum(axis=0), a.dtype)
+
+# %% [markdown]
+# ## Tests
+# Each graded cell defines a test and calls it.
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-arithmetic", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_arithmetic_matches_numpy():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.array([1.0, 2.0, 4.0], dtype=np.float32)
+    for got, want in [
+        (Tensor(x) + Tensor(y), x + y),
+        (Tensor(x) - y, x - y),
+        (2 * Tensor(x), 2 * x),
+        (Tensor(x) / Tensor(y), x / y),
+        (Tensor(x) ** 2, x**2),
+    ]:
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got.data, want, rtol=1e-6)
+
+
+test_arithmetic_matches_numpy()
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-matmul", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_matmul_and_errors():
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    w = np.ones((4, 5), dtype=np.float32)
+    np.testing.assert_allclose((Tensor(x) @ Tensor(w)).data, x @ w, rtol=1e-5)
+    try:
+        Tensor(x) @ Tensor(np.ones((3, 5)))
+    except ValueError as err:
+        assert "(2, 3, 4)" in str(err) and "(3, 5)" in str(err)
+    else:
+        raise AssertionError("a matmul shape mismatch must raise")
+
+
+test_matmul_and_errors()
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-reductions", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_reductions():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = Tensor(x)
+    np.testing.assert_allclose(t.sum().data, x.sum())
+    np.testing.assert_allclose(t.mean(axis=-1, keepdims=True).data, x.mean(-1, keepdims=True))
+    np.testing.assert_allclose(t.max(axis=(0, 2)).data, x.max(axis=(0, 2)))
+    assert t.reshape(6, 4).shape == (6, 4) and t.transpose().shape == (2, 4, 3)
+
+
+test_reductions()

@@ -1,0 +1,232 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# # Module 05 — Autograd
+#
+# Every operation you wrote so far records, on its output, the `Function` that made it and that
+# function's inputs. Those records form a graph from the parameters to the loss. Backpropagation is
+# the chain rule applied to that graph, in an order where a node is processed only after every
+# node that uses it:
+#
+# 1. **Sort once.** Walk from the loss to the leaves and list the nodes in topological order
+#    (each node after all of its inputs). Do it with an explicit stack, not recursion: a deep
+#    network would overflow Python's recursion limit, and a recursive walk that follows every edge
+#    separately revisits shared subgraphs exponentially often in residual networks.
+# 2. **Walk backwards.** Start with gradient 1 for the loss. For each node in reverse order, ask
+#    its function for the gradient of each input, reduce it to the input's shape (`sum_to_shape`
+#    undoes broadcasting), and *add* it to that input's running total: a tensor used twice
+#    receives two contributions.
+# 3. **Keep only what was asked for.** Leaves (tensors you created with `requires_grad=True`) get
+#    `.grad`; intermediate results do not, and the graph is released so its saved arrays free.
+#
+# `no_grad()` switches recording off: inference then builds no graph at all and keeps no
+# activations alive.
+
+# %%
+#| default_exp core.autograd
+
+# %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+from __future__ import annotations
+
+import numpy as np
+
+from tinytorch.core.tensor import Tensor, _GradMode, sum_to_shape
+
+# %% [markdown]
+# ## Step 1: topological order
+#
+# Return the tensors that `root` depends on through recorded functions, each listed after all of
+# its inputs, `root` last. Each tensor appears once. Use an explicit stack of `(tensor, visited)`
+# pairs: push a node unvisited; when you pop it unvisited, push it again as visited and then push
+# its parents; when you pop it visited, append it to the order.
+
+# %% nbgrader={"grade": false, "grade_id": "toposort", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+def topological_order(root: Tensor) -> list[Tensor]:
+    """Tensors reachable from `root` through the graph, inputs before the tensors using them."""
+    order: list[Tensor] = []
+    seen: set[int] = set()
+    ### BEGIN SOLUTION
+    stack = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if node._ctx is not None:
+            for parent in node._ctx.parents:
+                if parent.requires_grad and id(parent) not in seen:
+                    stack.append((parent, False))
+    ### END SOLUTION
+    return order
+
+
+# %% [markdown]
+# ## Step 2: the backward walk
+#
+# `grads` maps `id(tensor)` to the gradient accumulated so far. For each node from the end of the
+# order: take its total gradient; if it is a leaf, add it to `.grad` (copying the first time, so no
+# two leaves share an array); otherwise call `node._ctx.backward(total)` and, for every parent that
+# requires a gradient, reduce the returned gradient with `sum_to_shape` and add it to the parent's
+# total. Gradients keep the tensor's dtype (a float64 scalar must not turn float32 work into
+# float64). Release `node._ctx` once it has been used.
+
+# %% nbgrader={"grade": false, "grade_id": "backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+def backward(root: Tensor, grad=None) -> None:
+    """Backpropagate from `root`, accumulating `.grad` on every leaf that requires it."""
+    if not root.requires_grad:
+        raise RuntimeError(
+            "backward() on a tensor that does not require grad; create the parameters with "
+            "requires_grad=True and do not call backward inside no_grad()"
+        )
+    if grad is None:
+        if root.size != 1:
+            raise RuntimeError(
+                f"backward() without a gradient needs a single value, got shape {root.shape}; "
+                "reduce it first (e.g. .sum() or .mean()) or pass grad="
+            )
+        grad = np.ones_like(root.data)
+    grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad, dtype=root.dtype)
+    if grad.shape != root.shape:
+        raise RuntimeError(f"backward(): grad shape {grad.shape} does not match {root.shape}")
+    grads = {id(root): grad}
+    ### BEGIN SOLUTION
+    for node in reversed(topological_order(root)):
+        total = grads.pop(id(node), None)
+        if total is None:
+            continue
+        if total.dtype != node.data.dtype:
+            total = total.astype(node.data.dtype)
+        fn = node._ctx
+        if fn is None:
+            if node.grad is None:
+                node.grad = np.array(total, copy=True)
+            else:
+                node.grad += total
+            continue
+        for parent, g in zip(fn.parents, fn.backward(total)):
+            if g is None or not parent.requires_grad:
+                continue
+            g = sum_to_shape(g, parent.shape)
+            key = id(parent)
+            grads[key] = g if key not in grads else grads[key] + g
+        node._ctx = None  # free the graph: saved activations can be collected
+    ### END SOLUTION
+
+
+# %% [markdown]
+# ## Switching recording off
+
+# %% nbgrader={"grade": false, "grade_id": "no-grad", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+class no_grad:
+    """Context manager (and decorator) that records no graph: for inference and updates."""
+
+    def __enter__(self):
+        self.previous = _GradMode.enabled
+        _GradMode.enabled = False
+
+    def __exit__(self, *exc):
+        _GradMode.enabled = self.previous
+
+    def __call__(self, func):
+        def wrapper(*args, **kwargs):
+            with no_grad():
+                return func(*args, **kwargs)
+
+        wrapper.__name__, wrapper.__doc__ = func.__name__, func.__doc__
+        return wrapper
+
+
+# %% [markdown]
+# ## Checking gradients numerically
+#
+# A central difference `(f(x + h) - f(x - h)) / 2h` approximates each partial derivative with an
+# error of order h². It is slow (two evaluations per input number) but independent of any backward
+# rule, which makes it the referee for every gradient in this course. Run it in float64: in
+# float32 the rounding error of `f` divided by a small `h` swamps the answer.
+
+# %% nbgrader={"grade": false, "grade_id": "numerical", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+def numerical_gradient(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """Central-difference gradient of the scalar function `f` at array `x` (changed in place)."""
+    grad = np.zeros_like(x)
+    ### BEGIN SOLUTION
+    flat, out = x.reshape(-1), grad.reshape(-1)
+    for i in range(flat.size):
+        keep = flat[i]
+        flat[i] = keep + h
+        upper = f()
+        flat[i] = keep - h
+        lower = f()
+        flat[i] = keep
+        out[i] = (upper - lower) / (2 * h)
+    ### END SOLUTION
+    return grad
+
+
+# %% [markdown]
+# ## Try it: a residual chain
+#
+# `h = h + f(h)` twelve times. Each node is visited once, so the work grows linearly with depth.
+
+# %%
+x = Tensor(np.ones((2, 3)), requires_grad=True)
+h = x
+for _ in range(12):
+    h = h + h * 0.5
+h.sum().backward()
+print(x.grad[0, 0], 1.5**12)
+
+# %% [markdown]
+# ## Tests
+
+# %% nbgrader={"grade": true, "grade_id": "test-chain-rule", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+def test_chain_rule_and_accumulation():
+    a = Tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    b = Tensor(np.array([4.0, 5.0, 6.0]), requires_grad=True)
+    y = (a * b + a).sum()  # a is used twice: dy/da = b + 1
+    y.backward()
+    np.testing.assert_allclose(a.grad, b.data + 1)
+    np.testing.assert_allclose(b.grad, a.data)
+    c = Tensor(np.ones((2, 3)), requires_grad=True)
+    (c + Tensor(np.ones(3))).sum().backward()  # broadcast add
+    assert c.grad.shape == (2, 3)
+
+
+test_chain_rule_and_accumulation()
+
+# %% nbgrader={"grade": true, "grade_id": "test-numerical", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_numerical_gradient():
+    x = np.array([0.5, -1.0, 2.0])
+    g = numerical_gradient(lambda: float(np.sum(x**3)), x)
+    np.testing.assert_allclose(g, 3 * x**2, rtol=1e-6)
+
+
+test_numerical_gradient()
+
+# %% nbgrader={"grade": true, "grade_id": "test-no-grad", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+def test_no_grad():
+    w = Tensor(np.ones(3), requires_grad=True)
+    with no_grad():
+        y = w * 2
+    assert not y.requires_grad and y._ctx is None
+
+
+test_no_grad()

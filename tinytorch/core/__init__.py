@@ -1,0 +1,1 @@
+"""The engine: tensors, operations, layers, losses, autograd, optimizers, training."""

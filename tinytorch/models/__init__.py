@@ -1,0 +1,1 @@
+"""Models assembled from the engine: the transformer family."""

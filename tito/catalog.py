@@ -1,0 +1,87 @@
+"""The module table: the single source of truth for every course module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tito.errors import TitoError
+
+
+@dataclass(frozen=True)
+class CourseModule:
+    number: int
+    slug: str
+    title: str
+    exports: tuple[str, ...]  # package modules written by the export, e.g. "core.tensor"
+    requires: tuple[int, ...]  # modules whose package code this one imports
+    tests: str  # pytest folder under tests/
+
+    @property
+    def name(self) -> str:
+        return f"{self.number:02d}_{self.slug}"
+
+    @property
+    def source(self) -> Path:
+        """Source path relative to the project root."""
+        return Path("modules") / self.name / f"{self.slug}.py"
+
+    def package_files(self) -> list[Path]:
+        return [Path("tinytorch", *dotted.split(".")).with_suffix(".py") for dotted in self.exports]
+
+
+MODULES: tuple[CourseModule, ...] = (
+    CourseModule(1, "tensor", "Tensor", ("core.tensor",), (), "tests/01_tensor"),
+    CourseModule(
+        2, "activations", "Activations", ("core.activations",), (1,), "tests/02_activations"
+    ),
+    CourseModule(3, "layers", "Layers", ("core.layers",), (1,), "tests/03_layers"),
+    CourseModule(4, "losses", "Losses", ("core.losses",), (1,), "tests/04_losses"),
+    CourseModule(5, "autograd", "Autograd", ("core.autograd",), (1, 2, 3, 4), "tests/05_autograd"),
+    CourseModule(
+        6, "optimizers", "Optimizers", ("core.optimizers",), (1, 3, 5), "tests/06_optimizers"
+    ),
+    CourseModule(
+        7, "training", "Training", ("core.training",), (1, 2, 3, 4, 5, 6), "tests/07_training"
+    ),
+    CourseModule(8, "dataloader", "DataLoader", ("data.loader",), (1,), "tests/08_dataloader"),
+    CourseModule(
+        10, "tokenization", "Tokenization", ("text.tokenization",), (), "tests/10_tokenization"
+    ),
+    CourseModule(
+        11,
+        "embeddings",
+        "Embeddings",
+        ("text.embeddings", "core.embeddings"),
+        (1, 3, 5),
+        "tests/11_embeddings",
+    ),
+    CourseModule(
+        12, "attention", "Attention", ("core.attention",), (1, 2, 3, 5), "tests/12_attention"
+    ),
+    CourseModule(
+        13,
+        "transformers",
+        "Transformers",
+        (
+            "nn.normalization",
+            "nn.feedforward",
+            "models.transformer",
+            "core.transformer",
+        ),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12),
+        "tests/13_transformers",
+    ),
+)
+
+
+def find(key: str | int) -> CourseModule:
+    """Look a module up by number ("13", "1", 13) or slug ("transformers")."""
+    text = str(key).strip().lower()
+    for module in MODULES:
+        if text.isdigit() and int(text) == module.number:
+            return module
+        if text in (module.slug, module.name):
+            return module
+    known = ", ".join(f"{m.number:02d} {m.slug}" for m in MODULES)
+    raise TitoError(f"unknown module '{key}'", hint=f"choose one of: {known}")

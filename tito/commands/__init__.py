@@ -1,0 +1,1 @@
+"""tito command groups, one per file."""

@@ -1,0 +1,19 @@
+"""The single rich console every command prints through."""
+
+from rich.console import Console
+from rich.theme import Theme
+
+console = Console(
+    theme=Theme({"ok": "green", "bad": "bold red", "note": "dim", "name": "cyan"}),
+    highlight=False,
+)
+
+
+def ok(message: str) -> None:
+    console.print(f"[ok]ok[/ok] {message}")
+
+
+def fail(message: str, hint: str | None = None) -> None:
+    console.print(f"[bad]error:[/bad] {message}")
+    if hint:
+        console.print(f"[note]hint:[/note] {hint}")

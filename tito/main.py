@@ -1,0 +1,80 @@
+"""The tito command: one Typer app, one command group per file, one error handler."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from tito import __version__
+from tito.commands import benchmark, grade, milestone, module, test
+from tito.console import console, fail
+from tito.errors import TitoError
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("TITO_DEBUG", "") not in ("", "0")
+
+
+class HandledGroup(TyperGroup):
+    """Turns every error into one line with a hint; --debug or TITO_DEBUG=1 shows the traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except TitoError as err:
+            if debug_enabled():
+                raise
+            fail(err.message, err.hint)
+            raise typer.Exit(err.exit_code) from None
+        except KeyboardInterrupt:
+            fail("interrupted")
+            raise typer.Exit(130) from None
+        except Exception as err:  # noqa: BLE001 - the last line of defence for users
+            if debug_enabled():
+                raise
+            fail(f"{type(err).__name__}: {err}", "rerun with `tito --debug ...` for the traceback")
+            raise typer.Exit(1) from None
+
+
+app = typer.Typer(
+    cls=HandledGroup,
+    help="Build tinytorch module by module, test it, and train a GPT with it.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(module.app, name="module")
+app.add_typer(test.app, name="test")
+app.add_typer(milestone.app, name="milestone")
+app.add_typer(grade.app, name="grade")
+app.add_typer(benchmark.app, name="benchmark")
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"tito {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show full tracebacks (same as TITO_DEBUG=1).")
+    ] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """tito: the course command line."""
+    if debug:
+        os.environ["TITO_DEBUG"] = "1"
+
+
+def run() -> None:
+    app()

@@ -1,0 +1,137 @@
+"""Course sources and notebooks: conversion, solution stripping and metadata checks."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+from tito.catalog import CourseModule
+from tito.errors import TitoError
+
+BEGIN_SOLUTION = "### BEGIN SOLUTION"
+END_SOLUTION = "### END SOLUTION"
+BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
+END_HIDDEN = "### END HIDDEN TESTS"
+NBGRADER_KEYS = {"grade", "grade_id", "locked", "schema_version", "solution", "task"}
+
+
+def read_source(path: Path) -> nbformat.NotebookNode:
+    """Convert a jupytext percent source into a notebook, with nbgrader metadata checked."""
+    if not path.exists():
+        raise TitoError(f"course source {path} is missing", hint="restore it with git checkout")
+    notebook = jupytext.read(path, fmt="py:percent")
+    for index, cell in enumerate(notebook.cells):
+        cell["id"] = f"cell-{index:03d}"  # stable ids keep conversions byte-identical
+    validate_metadata(notebook, path)
+    return notebook
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """Read a student's .ipynb, turning broken JSON into a clear error."""
+    if not path.exists():
+        raise TitoError(f"no notebook at {path}", hint="create it with `tito module open N`")
+    try:
+        return nbformat.read(path, as_version=4)
+    except (json.JSONDecodeError, nbformat.reader.NotJSONError, UnicodeDecodeError) as err:
+        raise TitoError(
+            f"{path} is not a valid notebook ({type(err).__name__})",
+            hint="fix the JSON by hand, or `tito module reset N` (your file is kept as a backup)",
+        ) from None
+
+
+def validate_metadata(notebook: nbformat.NotebookNode, origin: Path) -> None:
+    """Fail loudly on cell headers jupytext could not parse or on incomplete nbgrader metadata."""
+    for index, cell in enumerate(notebook.cells):
+        meta = cell.get("metadata", {})
+        if "incorrectly_encoded_metadata" in meta:
+            raise TitoError(
+                f"{origin}: cell {index} has a malformed header: "
+                f"{meta['incorrectly_encoded_metadata']!r}",
+                hint='write cell metadata as JSON, e.g. # %% nbgrader={"grade": false, ...}',
+            )
+        grader = meta.get("nbgrader")
+        if grader is None:
+            continue
+        missing = NBGRADER_KEYS - set(grader)
+        if missing or grader.get("schema_version") != 3:
+            raise TitoError(
+                f"{origin}: cell {index} nbgrader metadata is incomplete "
+                f"(missing {sorted(missing)})",
+                hint="nbgrader schema v3 needs grade, grade_id, locked, schema_version=3, "
+                "solution and task",
+            )
+        if grader["grade"] and "points" not in grader:
+            raise TitoError(f"{origin}: graded cell {grader['grade_id']} has no points")
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def strip_solutions(code: str, module: CourseModule) -> str:
+    """Replace each solution region with the uniform stub and drop hidden tests."""
+    out: list[str] = []
+    skipping = None
+    for line in code.splitlines():
+        marker = line.strip()
+        if skipping:
+            if marker == skipping:
+                skipping = None
+            continue
+        if marker == BEGIN_SOLUTION:
+            pad = _indent(line)
+            out.append(f"{pad}# TODO: your code here (module {module.number:02d} {module.slug})")
+            out.append(
+                f'{pad}raise NotImplementedError("module {module.number:02d} {module.slug}: '
+                f'write this part")'
+            )
+            skipping = END_SOLUTION
+        elif marker == BEGIN_HIDDEN:
+            skipping = END_HIDDEN
+        else:
+            out.append(line)
+    if skipping:
+        raise TitoError(f"module {module.name}: '{skipping}' is missing after an opening marker")
+    return "\n".join(out)
+
+
+def student_notebook(module: CourseModule, source: Path) -> nbformat.NotebookNode:
+    """The release version of a module: every solution stubbed, every hidden test removed."""
+    notebook = read_source(source)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.source = strip_solutions(cell.source, module)
+            cell.outputs = []
+            cell.execution_count = None
+    return notebook
+
+
+def solution_lines(code: str) -> list[str]:
+    """The non-blank lines that stand between solution markers (used by leak checks)."""
+    lines, inside = [], False
+    for line in code.splitlines():
+        marker = line.strip()
+        if marker == BEGIN_SOLUTION:
+            inside = True
+        elif marker == END_SOLUTION:
+            inside = False
+        elif inside and marker:
+            lines.append(marker)
+    return lines
+
+
+DIRECTIVE = re.compile(r"^#\|\s*(\w+)\s*(.*)$")
+
+
+def directives(code: str) -> list[tuple[str, str]]:
+    """nbdev-style `#| name args` lines of a cell."""
+    found = []
+    for line in code.splitlines():
+        match = DIRECTIVE.match(line.strip())
+        if match:
+            found.append((match.group(1), match.group(2).strip()))
+    return found
