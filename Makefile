@@ -9,7 +9,7 @@ install:
 
 lint:
 	ruff check .
-	ruff format --check tito modules tests milestones benchmarks
+	ruff format --check .
 
 check:
 	tito module export --all --check
