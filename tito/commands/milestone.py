@@ -1,5 +1,95 @@
-"""tito milestone (placeholder until its issue lands)."""
+"""tito milestone: list the milestones and run one (the logic lives in milestones/)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.table import Table
 
-app = typer.Typer(help="milestone commands.", no_args_is_help=True)
+from tito import paths
+from tito.console import console
+from tito.errors import TitoError
+
+app = typer.Typer(
+    help="Run the milestones: a GPT trained with your own tinytorch.", no_args_is_help=True
+)
+
+
+def _milestones():
+    """The milestones package, found beside tito even when it is not installed."""
+    if importlib.util.find_spec("milestones") is None:
+        sys.path.insert(0, str(paths.PACKAGE_ROOT))
+    return importlib.import_module("milestones")
+
+
+@app.command("list")
+def list_milestones() -> None:
+    """Every milestone, the modules it needs, and whether your package has them."""
+    ms = _milestones()
+    table = Table(title="milestones")
+    table.add_column("milestone", style="name")
+    table.add_column("what it does")
+    table.add_column("needs modules")
+    table.add_column("ready")
+    for m in ms.MILESTONES:
+        missing = m.missing(paths.root())
+        ready = (
+            "[green]yes[/]"
+            if not missing
+            else "missing " + " ".join(f"{x.number:02d}" for x in missing)
+        )
+        table.add_row(m.name, m.description, " ".join(f"{n:02d}" for n in m.requires), ready)
+    console.print(table)
+    console.print("run one with [name]tito milestone run NAME[/name]")
+
+
+@app.command()
+def run(
+    name: Annotated[str, typer.Argument(help="gpt, attention or scaling.")],
+    quick: Annotated[
+        bool, typer.Option("--quick", help="A smaller model and run (~1 min).")
+    ] = False,
+    data: Annotated[
+        Path | None, typer.Option(help="Train on this UTF-8 text file instead of the default.")
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option(help="Training steps (default: the config's).")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed for the split, the model and batches.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Output folder (default runs/NAME).")] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue from the checkpoint in --out.")
+    ] = False,
+    config: Annotated[
+        str | None, typer.Option(help="Model config: tiny, quick or default.")
+    ] = None,
+) -> None:
+    """Run a milestone: `tito milestone run gpt` trains a GPT and makes it write."""
+    ms = _milestones()
+    milestone = ms.find(name)
+    if milestone is None:
+        known = ", ".join(m.name for m in ms.MILESTONES)
+        raise TitoError(f"unknown milestone '{name}'", hint=f"choose one of: {known}")
+    missing = milestone.missing(paths.root())
+    if missing:
+        first = missing[0].number
+        raise TitoError(
+            f"milestone {name} needs modules your package does not have yet: "
+            + ", ".join(x.name for x in missing),
+            hint=f"complete them first, e.g. `tito module complete {first}`",
+        )
+    out = out if out is not None else paths.root() / "runs" / milestone.name
+    if milestone.name == "gpt":
+        gpt = importlib.import_module("milestones.gpt")
+        gpt.run(gpt.Options(out, quick, data, steps, seed, resume, config))
+    elif milestone.name == "scaling":
+        importlib.import_module("milestones.gpt").run_scaling(out, quick, config)
+    else:
+        importlib.import_module("milestones.attention").run(out, seed or 0, steps)

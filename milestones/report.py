@@ -1,0 +1,98 @@
+"""Rich tables for the milestone summaries (the same numbers as the JSON)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from tito.console import console
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} TB"
+
+
+def human_count(n: float) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:,.1f}{unit}"
+    return f"{n:,.0f}"
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for i, name in enumerate(columns):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    return table
+
+
+def show_scaling(summary: dict) -> None:
+    params = summary["parameters"]
+    table = _table("parameters by component", "component", "parameters", "share")
+    for name, count in params["by_component"].items():
+        table.add_row(name, f"{count:,}", f"{count / params['total']:.1%}")
+    table.add_row("total", f"{params['total']:,}", "100%", style="bold")
+    console.print(table)
+
+    table = _table(
+        "parameter scaling: course formula 12·L·d² + V·d against the exact count",
+        "model", "L", "d", "H", "course formula", "exact formula", "built", "formula off by",
+    )  # fmt: skip
+    for r in summary["parameter_scaling"]:
+        built = f"{r['built_count']:,}" if r["built_count"] else "formula only"
+        table.add_row(
+            r["name"], str(r["num_layers"]), str(r["embed_dim"]), str(r["num_heads"]),
+            human_count(r["course_formula"]), f"{r['exact_formula']:,}", built,
+            f"{r['course_error']:+.1%}",
+        )  # fmt: skip
+    console.print(table)
+
+    table = _table(
+        "attention matrix per layer (batch 1): B·H·T²·4 predicted vs last_attention.nbytes",
+        "context T", "predicted", "measured", "match",
+    )  # fmt: skip
+    for r in summary["attention_memory"]:
+        same = "yes" if r["predicted_bytes"] == r["measured_bytes"] else "NO"
+        table.add_row(
+            str(r["context"]), human_bytes(r["predicted_bytes"]), human_bytes(r["measured_bytes"]),
+            same,
+        )  # fmt: skip
+    console.print(table)
+
+    table = _table("KV cache per token of one sequence: 2·L·d·4 bytes", "model", "bytes/token")
+    for name, size in summary["kv_cache_bytes_per_token"].items():
+        table.add_row(name, human_bytes(size))
+    console.print(table)
+
+    mem = summary["training_memory"]
+    table = _table("training memory of this model (float32)", "part", "measured", "predicted")
+    for part in mem["measured"]:
+        table.add_row(
+            part.replace("_", " "),
+            human_bytes(mem["measured"][part]),
+            human_bytes(mem["predicted"][part]),
+        )
+    console.print(table)
+
+    speed = summary["generation_speed"]
+    console.print(
+        f"generation ({speed['new_tokens']} new tokens): "
+        f"{speed['without_cache']:,.0f} tok/s without the KV cache, "
+        f"{speed['with_cache']:,.0f} tok/s with it ({speed['speedup']:.1f}x)"
+    )
+
+
+def show_gpt(summary: dict) -> None:
+    t = summary["training"]
+    console.print(
+        f"validation loss {t['initial_val_loss']:.3f} -> {t['final_val_loss']:.3f} "
+        f"in {t['steps']} steps ({t['seconds']:.1f} s this session)"
+    )
+    for s in summary["samples"]:
+        label = "greedy" if s["greedy"] else f"temperature {s['temperature']}"
+        console.print(f"[name]{label}[/name]", highlight=False)
+        console.print(s["text"], markup=False, highlight=False)
+    show_scaling(summary)

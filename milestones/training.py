@@ -1,0 +1,220 @@
+"""The training loop of the GPT milestone: batches, evaluation, checkpoints and exact resume.
+
+A batch is a function of (seed, step) only, the learning rate a function of the step, and the
+checkpoint holds the weights, the AdamW state, numpy's global RNG state and the loss history, so
+a run resumed from step k ends with the same weights as one that was never interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from tinytorch.core.autograd import no_grad
+from tinytorch.core.losses import cross_entropy
+from tinytorch.core.optimizers import AdamW
+from tinytorch.core.tensor import Tensor
+from tinytorch.core.training import (
+    CosineSchedule,
+    clip_grad_norm,
+    load_checkpoint,
+    save_checkpoint,
+)
+from tinytorch.data.loader import LanguageModelDataset
+from tito.console import console
+from tito.errors import TitoError
+
+CHECKPOINT = "checkpoint.npz"
+META_KEY = "milestone_meta"  # run metadata as UTF-8 JSON bytes in a uint8 array (no pickle)
+
+# Called with the number of finished steps after each step; tests use it to press Ctrl-C.
+after_step: Callable[[int], None] | None = None
+
+
+@dataclass
+class History:
+    train: list[float] = field(default_factory=list)  # one loss per step
+    val: list[tuple[int, float]] = field(default_factory=list)  # (step, loss)
+
+
+@dataclass
+class Settings:
+    steps: int
+    batch_size: int
+    context: int
+    lr: float
+    warmup: int
+    min_lr: float
+    weight_decay: float
+    clip: float
+    eval_every: int
+    eval_windows: int
+    checkpoint_every: int
+    seed: int
+
+
+def batch_at(data: LanguageModelDataset, seed: int, step: int, batch_size: int):
+    """The (x, y) batch of a step: random windows drawn from a generator seeded by (seed, step)."""
+    rng = np.random.default_rng([seed, step])
+    return data.gather(rng.integers(0, len(data), size=batch_size))
+
+
+def evaluate(model, data: LanguageModelDataset, windows: int, batch_size: int) -> float:
+    """Mean next-token loss over `windows` evenly spaced validation windows (the same every time)."""
+    starts = np.linspace(0, len(data) - 1, num=min(windows, len(data))).astype(np.int64)
+    total = 0.0
+    model.eval()
+    with no_grad():
+        for i in range(0, len(starts), batch_size):
+            x, y = data.gather(starts[i : i + batch_size])
+            total += float(cross_entropy(model(Tensor(x)), y).data) * len(x)
+    model.train()
+    return total / len(starts)
+
+
+def _rng_arrays() -> dict[str, np.ndarray]:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {
+        "rng_keys": np.asarray(keys),
+        "rng_ints": np.array([pos, has_gauss], dtype=np.int64),
+        "rng_gauss": np.array([gauss], dtype=np.float64),
+    }
+
+
+def _set_rng(extra: dict) -> None:
+    pos, has_gauss = (int(v) for v in extra["rng_ints"])
+    gauss = float(extra["rng_gauss"][0])
+    np.random.set_state(("MT19937", np.asarray(extra["rng_keys"]), pos, has_gauss, gauss))
+
+
+def save(path: Path, model, optimizer, step: int, meta: dict, history: History) -> None:
+    """Write the checkpoint atomically: a temporary file first, then one rename."""
+    extra = {
+        META_KEY: np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8),
+        "history_train": np.asarray(history.train, dtype=np.float64),
+        "history_val": np.asarray(history.val, dtype=np.float64).reshape(-1, 2),
+        **_rng_arrays(),
+    }
+    tmp = path.with_name(path.stem + ".tmp.npz")
+    save_checkpoint(tmp, model, optimizer, step=step, extra=extra)
+    os.replace(tmp, path)
+
+
+def read_meta(path: Path) -> dict:
+    """The run metadata stored in a checkpoint, or a TitoError if it is not a readable one."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            key = next(k for k in archive.files if k.endswith(META_KEY))
+            return json.loads(archive[key].tobytes().decode())
+    except Exception as err:  # noqa: BLE001 - any failure here means a damaged file
+        raise TitoError(
+            f"checkpoint {path} is damaged or not a milestone checkpoint ({type(err).__name__})",
+            hint="start afresh without --resume (the damaged file is kept as it is)",
+        ) from None
+
+
+def restore(path: Path, model, optimizer) -> tuple[int, History]:
+    """Load weights, optimizer and RNG state; return the finished step count and history."""
+    try:
+        info = load_checkpoint(path, model, optimizer)
+    except Exception as err:  # noqa: BLE001 - a checkpoint that does not fit this model
+        raise TitoError(
+            f"checkpoint {path} does not fit this model: {err}",
+            hint="resume with the same --config and --data, or start afresh without --resume",
+        ) from None
+    extra = info.get("extra", info)
+    _set_rng(extra)
+    history = History(
+        train=[float(v) for v in extra["history_train"]],
+        val=[(int(s), float(v)) for s, v in np.asarray(extra["history_val"]).reshape(-1, 2)],
+    )
+    return int(info["step"]), history
+
+
+class _StopFlag:
+    """Turns the first Ctrl-C into a request to stop after the current step."""
+
+    def __init__(self):
+        self.requested = False
+        self.previous = None
+
+    def _handle(self, signum, frame):
+        self.requested = True
+        signal.signal(signal.SIGINT, self.previous)  # a second Ctrl-C stops at once
+
+    def __enter__(self):
+        self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self.previous)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("training"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.3f}  lr {task.fields[lr]:.2e}"),
+        TextColumn("{task.fields[tps]:,.0f} tok/s"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, resume: bool):
+    """Train for cfg.steps steps (from a checkpoint when resuming); return (history, seconds)."""
+    params = model.parameters()
+    optimizer = AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    schedule = CosineSchedule(cfg.lr, cfg.warmup, cfg.steps, min_lr=cfg.min_lr)
+    path = out / CHECKPOINT
+    start, history = 0, History()
+    if resume:
+        start, history = restore(path, model, optimizer)
+        console.print(f"resumed from {path} at step {start} of {cfg.steps}")
+    if not history.val:
+        history.val.append((0, evaluate(model, val_data, cfg.eval_windows, cfg.batch_size)))
+    tokens_per_step = cfg.batch_size * cfg.context
+    began = time.perf_counter()
+    with _StopFlag() as stop, _progress() as bar:
+        task = bar.add_task(
+            "train", total=cfg.steps, completed=start, loss=float("nan"), lr=0.0, tps=0.0
+        )
+        for step in range(start, cfg.steps):
+            tick = time.perf_counter()
+            optimizer.lr = schedule(step)
+            x, y = batch_at(train_data, cfg.seed, step, cfg.batch_size)
+            loss = cross_entropy(model(Tensor(x)), y)
+            optimizer.zero_grad()
+            loss.backward()
+            clip_grad_norm(params, cfg.clip)
+            optimizer.step()
+            done = step + 1
+            history.train.append(float(loss.data))
+            if done % cfg.eval_every == 0 or done == cfg.steps:
+                val = evaluate(model, val_data, cfg.eval_windows, cfg.batch_size)
+                history.val.append((done, val))
+                bar.console.print(f"step {done:>5}  train {history.train[-1]:.3f}  val {val:.3f}")
+            if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+                save(path, model, optimizer, done, meta, history)
+            tps = tokens_per_step / max(time.perf_counter() - tick, 1e-9)
+            bar.update(task, completed=done, loss=history.train[-1], lr=optimizer.lr, tps=tps)
+            if after_step is not None:
+                after_step(done)
+            if stop.requested and done < cfg.steps:
+                save(path, model, optimizer, done, meta, history)
+                raise TitoError(
+                    f"interrupted at step {done} of {cfg.steps}; checkpoint saved to {path}",
+                    hint="continue with the same command plus --resume",
+                    exit_code=130,
+                )
+    return history, time.perf_counter() - began
