@@ -1,0 +1,870 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# # Module 13 — Transformers: a complete GPT
+#
+# You have tensors, autograd, layers, embeddings and multi-head attention. This module assembles
+# them into the decoder-only transformer behind GPT-2 and its successors, then makes it write.
+#
+# ```
+# tokens (B, T) -> token embedding + position embedding        (B, T, C)
+#               -> N x TransformerBlock (causal self-attention)  (B, T, C)
+#               -> final LayerNorm -> lm_head                    (B, T, vocab)
+# ```
+#
+# You build four pieces, each a few lines once the idea is clear:
+#
+# 1. **LayerNorm**: normalise every position's feature vector to mean 0 and variance 1, then
+#    rescale with learnable `gamma` and `beta`. One fused `Function`, forward and backward together.
+# 2. **MLP**: `Linear(C, 4C) -> GELU -> Linear(4C, C)`, applied to every position on its own.
+# 3. **TransformerBlock**: `x = x + attention(ln1(x))`, then `x = x + mlp(ln2(x))`. The `x + ...`
+#    paths carry the gradient straight down a deep stack; the norms keep each sub-layer's input tame.
+# 4. **GPT**: embeddings, a list of blocks, a final norm, a vocabulary projection, a causal mask,
+#    and `generate()`, which samples one token at a time and feeds it back in.
+#
+# The rest of the file (config presets, weight initialisation, a key/value cache, saving, the
+# PyTorch name mapping, parameter and memory arithmetic) is given: read it, it is what makes the
+# model practical.
+
+# %%
+#| default_exp models.transformer
+
+# %% [markdown]
+# The imports of the model file come first. The notebook defines `LayerNorm`, `MLP` and the model
+# classes below; those definitions replace the package versions imported here, so the notebook
+# always runs your code.
+
+# %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from tinytorch.core.attention import MultiHeadAttention
+from tinytorch.core.autograd import no_grad
+from tinytorch.core.embeddings import Embedding
+from tinytorch.text.embeddings import token_ids_array
+from tinytorch.core.layers import Linear, Module
+from tinytorch.core.tensor import ShapeError, Tensor
+from tinytorch.nn.feedforward import MLP
+from tinytorch.nn.normalization import LayerNorm
+
+# %% nbgrader={"grade": false, "grade_id": "reexport", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export core.transformer
+"""The transformer family under its course path: `from tinytorch.core.transformer import GPT`."""
+
+from tinytorch.models.transformer import (  # noqa: F401
+    GPT,
+    PRESETS,
+    DecoderBlock,
+    GPTConfig,
+    KVCache,
+    Seq2SeqTransformer,
+    TransformerBlock,
+    TransformerEncoder,
+    causal_mask,
+    count_parameters,
+    estimate_memory,
+    estimate_parameters,
+    load_model,
+    load_torch_state_dict,
+    save_model,
+    to_torch_state_dict,
+)
+from tinytorch.nn.feedforward import MLP  # noqa: F401
+from tinytorch.nn.normalization import LayerNorm  # noqa: F401
+
+# %% [markdown]
+# ## 1. LayerNorm
+#
+# For each position, over its `C` features:
+#
+# $$\hat x = \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}}, \qquad y = \gamma \odot \hat x + \beta$$
+#
+# Unlike batch norm, the statistics come from one sample only, so a batch of one behaves exactly
+# like a batch of a thousand, and training and inference compute the same thing.
+#
+# **Why one fused `Function`?** Written with tensor operators, layer norm records about ten graph
+# nodes and keeps each intermediate alive for backward. Fused, it keeps two arrays (`x_hat` and the
+# reciprocal standard deviation) and its backward is one formula. With `g = dy * gamma` and means
+# taken over the feature axis:
+#
+# $$\frac{\partial L}{\partial x} = \frac{1}{\sigma}\Big(g - \overline{g} - \hat x\,\overline{g\hat x}\Big),
+# \qquad \frac{\partial L}{\partial \gamma} = \sum dy\,\hat x, \qquad \frac{\partial L}{\partial \beta} = \sum dy$$
+#
+# where the sums for `gamma` and `beta` run over every leading axis (batch and sequence).
+# Return those two already reduced to shape `(C,)`: the engine accepts a gradient that already has
+# the input's shape.
+
+# %%
+#| export nn.normalization
+from __future__ import annotations
+
+import numpy as np
+
+from tinytorch.core.layers import Module
+from tinytorch.core.tensor import Function, ShapeError, Tensor
+
+
+# %% nbgrader={"grade": false, "grade_id": "layernorm", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export nn.normalization
+class LayerNormFunction(Function):
+    """Fused layer norm over the last axis: y = gamma * (x - mean) / sqrt(var + eps) + beta."""
+
+    def forward(self, x, gamma, beta, eps=1e-5):
+        ### BEGIN SOLUTION
+        mean = x.mean(axis=-1, keepdims=True)
+        centred = x - mean
+        var = np.mean(centred * centred, axis=-1, keepdims=True)
+        self.rstd = 1.0 / np.sqrt(var + eps)  # (..., 1)
+        self.x_hat = centred * self.rstd  # (..., C)
+        self.gamma = gamma
+        return self.x_hat * gamma + beta
+        ### END SOLUTION
+
+    def backward(self, grad):
+        x_hat = self.x_hat
+        gx = ggamma = gbeta = None
+        ### BEGIN SOLUTION
+        lead = tuple(range(grad.ndim - 1))  # every axis but the features
+        if self.needs_grad[0]:
+            g = grad * self.gamma
+            g_mean = g.mean(axis=-1, keepdims=True)
+            gx_hat_mean = np.mean(g * x_hat, axis=-1, keepdims=True)
+            gx = (g - g_mean - x_hat * gx_hat_mean) * self.rstd
+        if self.needs_grad[1]:
+            ggamma = np.sum(grad * x_hat, axis=lead)
+        if self.needs_grad[2]:
+            gbeta = np.sum(grad, axis=lead)
+        ### END SOLUTION
+        return gx, ggamma, gbeta
+
+
+class LayerNorm(Module):
+    """Layer normalisation over the last axis with learnable scale `gamma` and shift `beta`.
+
+    Each position is normalised on its own (batch-independent), so training and inference agree.
+    """
+
+    def __init__(self, normalized_shape, eps: float = 1e-5):
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        if len(tuple(shape)) != 1:
+            raise ValueError(
+                f"LayerNorm normalises the last axis only; give its size as an int, got {shape}"
+            )
+        self.normalized_shape = int(tuple(shape)[0])
+        self.gamma = Tensor(
+            np.ones(self.normalized_shape), requires_grad=True
+        )  # scale, starts at 1
+        self.beta = Tensor(
+            np.zeros(self.normalized_shape), requires_grad=True
+        )  # shift, starts at 0
+        self.eps = eps  # keeps the division finite for a constant input
+
+    def forward(self, x):
+        x = x if isinstance(x, Tensor) else Tensor(x)
+        if x.ndim == 0 or x.shape[-1] != self.normalized_shape:
+            raise ShapeError(
+                f"LayerNorm({self.normalized_shape}) got input of shape {x.shape}; its last axis "
+                f"must have {self.normalized_shape} features"
+            )
+        ### BEGIN SOLUTION
+        return LayerNormFunction.apply(x, self.gamma, self.beta, eps=self.eps)
+        ### END SOLUTION
+
+
+# %% [markdown]
+# ## 2. MLP (the position-wise feed-forward network)
+#
+# Attention mixes information *between* positions; the MLP then transforms each position on its
+# own. It widens to `hidden_dim` (4x by default), applies GELU, and projects back. Two thirds of a
+# block's parameters live here: `2 * C * 4C = 8C²` against attention's `4C²`.
+
+# %%
+#| export nn.feedforward
+from __future__ import annotations
+
+from tinytorch.core.activations import GELU
+from tinytorch.core.layers import Linear, Module
+
+
+# %% nbgrader={"grade": false, "grade_id": "mlp", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export nn.feedforward
+class MLP(Module):
+    """Position-wise feed-forward network: Linear(C, hidden) -> GELU -> Linear(hidden, C)."""
+
+    def __init__(self, embed_dim: int, hidden_dim: int | None = None):
+        hidden_dim = 4 * embed_dim if hidden_dim is None else hidden_dim  # the usual 4x expansion
+        self.linear1 = Linear(embed_dim, hidden_dim)  # expand
+        self.gelu = GELU()
+        self.linear2 = Linear(hidden_dim, embed_dim)  # contract
+
+    def forward(self, x):
+        ### BEGIN SOLUTION
+        return self.linear2(self.gelu(self.linear1(x)))  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
+        ### END SOLUTION
+
+
+# %% [markdown]
+# ## 3. The transformer block
+#
+# Pre-norm (GPT-2 and nearly every model since) normalises the *input* of each sub-layer and adds
+# the result to an untouched residual stream:
+#
+# ```
+# x = x + attention(ln1(x))        x = ln1(x + attention(x))
+# x = x + mlp(ln2(x))              x = ln2(x + mlp(x))
+#        pre-norm                         post-norm (the 2017 paper)
+# ```
+#
+# In pre-norm the gradient reaches the bottom of the stack through the additions alone, which is
+# why deep pre-norm stacks train without warm-up tricks. Post-norm pushes every gradient through a
+# normalisation per layer; `norm_first=False` builds it so you can compare.
+#
+# Write `forward` for both variants. Pass the mask (and the cache, used during generation) to the
+# attention by keyword.
+
+
+# %% nbgrader={"grade": false, "grade_id": "block", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+def _check_heads(embed_dim: int, num_heads: int) -> None:
+    if num_heads <= 0 or embed_dim % num_heads != 0:
+        raise ValueError(
+            f"embed_dim={embed_dim} must be divisible by num_heads={num_heads} so every head gets "
+            f"embed_dim // num_heads features; choose e.g. num_heads in "
+            f"{[h for h in (1, 2, 4, 6, 8, 12, 16) if embed_dim % h == 0]}"
+        )
+
+
+def _check_mask(mask, batch: int, heads: int, t_q: int, t_k: int) -> None:
+    if mask is None:
+        return
+    shape = np.shape(mask.data if isinstance(mask, Tensor) else mask)
+    scores = (batch, heads, t_q, t_k)
+    ok = len(shape) <= 4 and all(m in (1, s) for m, s in zip(shape[::-1], scores[::-1]))
+    if not ok:
+        raise ShapeError(
+            f"attention mask of shape {shape} does not broadcast to the attention scores "
+            f"(batch, heads, T_q, T_k) = {scores}; pass an additive ({t_q}, {t_k}) mask "
+            "(0 = attend, -inf = block), e.g. GPT._create_causal_mask"
+        )
+
+
+class TransformerBlock(Module):
+    """Self-attention and an MLP, each wrapped in a residual connection with a LayerNorm.
+
+    `norm_first=True` (default) is pre-norm as in GPT-2; `False` is the original post-norm.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: float = 4, norm_first=True):
+        _check_heads(embed_dim, num_heads)
+        self.attention = MultiHeadAttention(embed_dim, num_heads)
+        self.ln1 = LayerNorm(embed_dim)
+        self.mlp = MLP(embed_dim, hidden_dim=int(embed_dim * mlp_ratio))
+        self.ln2 = LayerNorm(embed_dim)
+        self.norm_first = norm_first
+
+    def forward(self, x, mask=None, cache=None):
+        """(B, T, C) -> (B, T, C). `mask` is additive; `cache` holds past keys/values."""
+        past = 0 if cache is None else cache.length
+        _check_mask(mask, x.shape[0], self.attention.num_heads, x.shape[1], past + x.shape[1])
+        ### BEGIN SOLUTION
+        if self.norm_first:
+            x = x + self.attention(self.ln1(x), mask=mask, cache=cache)  # (B, T, C)
+            x = x + self.mlp(self.ln2(x))
+        else:
+            x = self.ln1(x + self.attention(x, mask=mask, cache=cache))
+            x = self.ln2(x + self.mlp(x))
+        ### END SOLUTION
+        return x
+
+
+# %% [markdown]
+# ## 4. Configuration and presets
+#
+# A model is described by a handful of numbers. Keeping them in one small dataclass lets a preset
+# table name real sizes, and lets a checkpoint store the shape of the model beside its weights.
+
+
+# %% nbgrader={"grade": false, "grade_id": "config", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+@dataclass
+class GPTConfig:
+    vocab_size: int
+    embed_dim: int
+    num_layers: int
+    num_heads: int
+    max_seq_len: int = 1024  # learned positions exist only up to here
+    mlp_ratio: float = 4  # MLP hidden width = mlp_ratio * embed_dim
+    norm_first: bool = True  # pre-norm (GPT-2); False = post-norm (2017 paper)
+    tie_weights: bool = False  # lm_head reuses token_embedding.weight (GPT-2 does this)
+
+
+PRESETS: dict[str, GPTConfig] = {
+    "tiny": GPTConfig(vocab_size=65, embed_dim=64, num_layers=2, num_heads=4, max_seq_len=64),
+    "small": GPTConfig(vocab_size=65, embed_dim=128, num_layers=4, num_heads=4, max_seq_len=128),
+    "medium": GPTConfig(vocab_size=65, embed_dim=256, num_layers=6, num_heads=8, max_seq_len=256),
+    "gpt2-small": GPTConfig(50257, 768, 12, 12, max_seq_len=1024, tie_weights=True),
+    "gpt2-medium": GPTConfig(50257, 1024, 24, 16, max_seq_len=1024, tie_weights=True),
+    "gpt2-large": GPTConfig(50257, 1280, 36, 20, max_seq_len=1024, tie_weights=True),
+    "gpt3": GPTConfig(50257, 12288, 96, 96, max_seq_len=2048, tie_weights=True),
+}
+
+
+def init_gpt2_weights(model: Module, num_layers: int, std: float = 0.02) -> None:
+    """GPT-2 initialisation, the one place weights are set.
+
+    Linear and embedding weights ~ N(0, std); biases 0; LayerNorm gamma 1, beta 0. The projections
+    that write into the residual stream (attention out_proj, mlp linear2) get std / sqrt(2 * L):
+    each block adds two of them, so the stream's variance stays O(1) however deep the stack.
+    """
+    residual_std = std / np.sqrt(2 * num_layers)
+    for name, p in model.named_parameters():
+        if name.endswith((".gamma", ".beta")):
+            continue
+        if name.endswith(".bias"):
+            p.data[...] = 0
+        elif name.endswith(("out_proj.weight", "linear2.weight")):
+            p.data[...] = np.random.normal(0.0, residual_std, p.shape)
+        else:
+            p.data[...] = np.random.normal(0.0, std, p.shape)
+
+
+# %% [markdown]
+# ## 5. Sampling the next token
+#
+# Generation repeats one step: run the model, keep the logits of the last position, turn them into
+# a distribution, draw a token, append it, go again. This cell is the "draw" part.
+#
+# - **temperature** divides the logits: below 1 sharpens the distribution, above 1 flattens it.
+#   Temperature 0 means greedy (argmax), which makes the output deterministic.
+# - **top-k** sets every logit below the k-th largest to -inf first, so rare junk is never drawn.
+# - **every row** of the batch draws its own token from its own distribution. The inverse CDF
+#   does all rows at once: one uniform number per row; the token is the first index where the
+#   row's cumulative probability passes it.
+
+
+# %% nbgrader={"grade": false, "grade_id": "sample", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng) -> np.ndarray:
+    """One token id per row of `logits` (B, V): greedy at temperature 0, else sampled."""
+    ### BEGIN SOLUTION
+    if temperature == 0:
+        return logits.argmax(axis=-1)
+    logits = logits.astype(np.float64) / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = np.partition(logits, -top_k, axis=-1)[:, -top_k, None]  # (B, 1)
+        logits = np.where(logits < kth, -np.inf, logits)
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))  # unnormalised, (B, V)
+    cdf = np.cumsum(probs, axis=-1)
+    draws = rng.random((len(logits), 1)) * cdf[:, -1:]  # one uniform per row, scaled to the total
+    return np.minimum((cdf <= draws).sum(axis=-1), logits.shape[-1] - 1)
+    ### END SOLUTION
+
+
+def _check_generate_args(max_new_tokens, temperature, top_k, vocab_size, stop_token) -> None:
+    if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    if not np.isfinite(temperature) or temperature < 0:
+        raise ValueError(
+            f"temperature must be >= 0 (0 = greedy, 1 = the model's own distribution), "
+            f"got {temperature}"
+        )
+    if top_k is not None and (not isinstance(top_k, (int, np.integer)) or top_k < 1):
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    if stop_token is not None and not 0 <= stop_token < vocab_size:
+        raise ValueError(
+            f"stop_token must be a token id in [0, {vocab_size - 1}], got {stop_token}"
+        )
+
+
+# %% [markdown]
+# ## 6. GPT
+#
+# Three details matter:
+#
+# - **Positions.** Attention is order-blind, so each position `t` adds a learned vector
+#   `position_embedding[t]` to its token vector. Positions exist only up to `max_seq_len`.
+# - **The causal mask.** Position `i` may look at `j <= i` only. The additive mask has 0 on and below
+#   the diagonal and -inf above; after softmax the blocked weights are exactly 0. With a cache of
+#   `past` earlier positions, the `T` new queries see all `past` keys plus the causal part of the
+#   new ones: shape `(T, past + T)`, diagonal shifted by `past`.
+# - **Weight tying.** GPT-2 uses the token embedding matrix, transposed, as the output projection.
+#   The gradients from both uses accumulate into the one parameter.
+#
+# **The KV cache.** Generating token `n+1` with a plain forward recomputes keys and values for all
+# `n` earlier positions, although they have not changed. The cache keeps them per block, so each
+# step runs the network on one new position. When the sequence outgrows `max_seq_len` the window
+# slides: every position shifts by one, so every cached key is stale and the cache is refilled from
+# the cropped window. That keeps cached generation equal to recomputation.
+#
+# Write `causal_mask` and `GPT.forward` (embeddings, blocks, final norm, projection).
+
+
+# %% nbgrader={"grade": false, "grade_id": "gpt", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+def token_ids_2d(tokens, vocab_size: int) -> np.ndarray:
+    """Token ids (Tensor, array or nested list) checked to be (batch, seq_len) in range; int64."""
+    ids = token_ids_array(tokens, vocab_size)
+    if ids.ndim != 2 or ids.shape[1] == 0:
+        raise ShapeError(
+            f"expected token ids of shape (batch, seq_len), got shape {ids.shape}; "
+            "for a single sequence add a batch axis, e.g. tokens[None]"
+        )
+    return ids
+
+
+def causal_mask(seq_len: int, past: int = 0) -> Tensor:
+    """Additive mask (seq_len, past + seq_len): 0 where query i may see key j, -inf after."""
+    ### BEGIN SOLUTION
+    return Tensor(np.triu(np.full((seq_len, past + seq_len), -np.inf), k=past + 1))
+    ### END SOLUTION
+
+
+class LayerCache:
+    """Keys and values (B, H, T, D) of the positions one attention layer has seen so far."""
+
+    def __init__(self, max_len: int):
+        self.max_len, self.length, self.k, self.v = max_len, 0, None, None
+
+    def append(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Store new keys/values after the old ones; return all of them (views, no copy)."""
+        end = self.length + k.shape[2]
+        if self.k is None or self.k.shape[:2] != k.shape[:2]:
+            shape = (*k.shape[:2], self.max_len, k.shape[3])  # preallocated once: (B, H, max, D)
+            self.k, self.v = np.empty(shape, k.dtype), np.empty(shape, v.dtype)
+        self.k[:, :, self.length : end], self.v[:, :, self.length : end] = k, v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def clear(self) -> None:
+        self.length = 0
+
+
+class KVCache:
+    """One LayerCache per block, for generating one position at a time."""
+
+    def __init__(self, num_layers: int, max_len: int):
+        self.layers = [LayerCache(max_len) for _ in range(num_layers)]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length
+
+    def clear(self) -> None:
+        for layer in self.layers:
+            layer.clear()
+
+
+class GPT(Module):
+    """Decoder-only transformer language model: tokens (B, T) -> logits (B, T, vocab_size).
+
+    Weights start from GPT-2's initialisation (`init_gpt2_weights`). With `tie_weights=False`
+    (the default, as in the course's reference design) `lm_head` is its own Linear with bias;
+    with `True` the output projection is the transposed token-embedding matrix and `lm_head` is None.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        num_layers: int,
+        num_heads: int,
+        max_seq_len: int = 1024,
+        mlp_ratio: float = 4,
+        norm_first: bool = True,
+        tie_weights: bool = False,
+    ):
+        sizes = dict(vocab_size=vocab_size, embed_dim=embed_dim, num_layers=num_layers,
+                     max_seq_len=max_seq_len)  # fmt: skip
+        for name, value in sizes.items():
+            if not isinstance(value, (int, np.integer)) or value <= 0:
+                raise ValueError(f"GPT: {name} must be a positive integer, got {value!r}")
+        _check_heads(embed_dim, num_heads)
+        self.config = GPTConfig(vocab_size, embed_dim, num_layers, num_heads, max_seq_len,
+                                mlp_ratio, norm_first, tie_weights)  # fmt: skip
+        self.vocab_size, self.max_seq_len = vocab_size, max_seq_len
+        self.token_embedding = Embedding(vocab_size, embed_dim)
+        self.position_embedding = Embedding(max_seq_len, embed_dim)
+        self.blocks = [
+            TransformerBlock(embed_dim, num_heads, mlp_ratio, norm_first) for _ in range(num_layers)
+        ]
+        self.ln_f = LayerNorm(embed_dim)
+        self.lm_head = None if tie_weights else Linear(embed_dim, vocab_size)
+        init_gpt2_weights(self, num_layers)
+
+    @classmethod
+    def from_config(cls, config: GPTConfig | str) -> GPT:
+        """Build from a GPTConfig or a preset name such as "tiny" or "gpt2-small"."""
+        if isinstance(config, str):
+            if config not in PRESETS:
+                raise ValueError(f"unknown preset {config!r}; choose one of {sorted(PRESETS)}")
+            config = PRESETS[config]
+        return cls(**asdict(config))
+
+    def new_cache(self) -> KVCache:
+        return KVCache(len(self.blocks), self.max_seq_len)
+
+    def forward(self, tokens, cache: KVCache | None = None):
+        """Logits (B, T, vocab_size). With `cache`, `tokens` continue the cached positions."""
+        ids = token_ids_2d(tokens, self.vocab_size)
+        batch, seq_len = ids.shape
+        past = 0 if cache is None else cache.length
+        if past + seq_len > self.max_seq_len:
+            raise ShapeError(
+                f"sequence of {past + seq_len} positions exceeds max_seq_len={self.max_seq_len}; "
+                f"crop to the last {self.max_seq_len} tokens (generate() does this for you)"
+            )
+        ### BEGIN SOLUTION
+        positions = np.arange(past, past + seq_len)[None]  # (1, T)
+        x = self.token_embedding(ids) + self.position_embedding(positions)  # (B, T, C)
+        mask = self._create_causal_mask(seq_len, past)  # (T, past + T)
+        for i, block in enumerate(self.blocks):
+            x = block(x, mask=mask, cache=None if cache is None else cache.layers[i])
+        x = self.ln_f(x)  # (B, T, C)
+        if self.lm_head is None:
+            return x @ self.token_embedding.weight.T  # (B, T, vocab_size), tied weights
+        return self.lm_head(x)  # (B, T, vocab_size)
+        ### END SOLUTION
+
+    def _create_causal_mask(self, seq_len: int, past: int = 0) -> Tensor:
+        """The additive causal mask (seq_len, past + seq_len); see `causal_mask`."""
+        return causal_mask(seq_len, past)
+
+    def _last_logits(self, tokens: np.ndarray, cache: KVCache | None) -> np.ndarray:
+        """Logits (B, V) for the next position, reusing `cache` while the context still fits."""
+        window = tokens[:, -self.max_seq_len :]  # learned positions stop at max_seq_len
+        if cache is None:
+            return self.forward(window).data[:, -1]
+        if cache.length != tokens.shape[1] - 1 or cache.length >= self.max_seq_len:
+            cache.clear()  # first step, or the window slid and every position moved: refill
+            return self.forward(window, cache=cache).data[:, -1]
+        return self.forward(tokens[:, -1:], cache=cache).data[:, -1]  # one new position
+
+    @no_grad()
+    def generate(self, prompt_tokens, max_new_tokens=50, temperature=1.0, top_k=None, seed=None,
+                 use_cache=True, stop_token=None) -> np.ndarray:  # fmt: skip
+        """Continue every prompt row; returns int64 token ids (B, prompt_len + new).
+
+        temperature 0 is greedy; `top_k` keeps the k likeliest tokens; `seed` makes sampling
+        reproducible; the context is cropped to max_seq_len; `use_cache` (default) reuses past
+        keys/values with the same result as recomputing; once every row has produced
+        `stop_token` generation ends early (finished rows are padded with it).
+        """
+        _check_generate_args(max_new_tokens, temperature, top_k, self.vocab_size, stop_token)
+        tokens = token_ids_2d(prompt_tokens, self.vocab_size)  # (B, T)
+        rng = np.random.default_rng(seed)
+        cache = self.new_cache() if use_cache else None
+        stopped = np.zeros(len(tokens), dtype=bool)
+        for _ in range(max_new_tokens):
+            # logits of the last position, from the cache or the cropped context
+            logits = self._last_logits(tokens, cache)  # (B, V)
+            # temperature, optional top-k, one draw per batch row
+            next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
+            # rows that already produced the stop token keep repeating it
+            if stop_token is not None:
+                next_ids = np.where(stopped, stop_token, next_ids)
+                stopped |= next_ids == stop_token
+            # append, and end early once every row has stopped
+            tokens = np.concatenate([tokens, next_ids[:, None]], axis=1)
+            if stopped.all():
+                break
+        return tokens
+
+
+# %% [markdown]
+# ## 7. Saving, loading, and carrying weights to PyTorch
+#
+# Weights go into a numpy `.npz` archive with the config beside them as JSON text; loading uses
+# `allow_pickle=False`, so opening a checkpoint never runs code from the file.
+#
+# The same model in PyTorch (`nn.Linear`, `nn.LayerNorm`, `nn.Embedding`, same attribute names)
+# differs in two conventions only: `nn.Linear` stores its weight as `(out, in)` where ours is
+# `(in, out)` (we compute `x @ W`), and `nn.LayerNorm` calls `gamma`/`beta` `weight`/`bias`.
+# A tied PyTorch model also lists `lm_head.weight` as its own entry.
+
+
+# %% nbgrader={"grade": false, "grade_id": "persistence", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+def save_model(model: GPT, path) -> None:
+    """Write config and weights to an .npz file (no pickle)."""
+    config = np.array(json.dumps(asdict(model.config)))
+    np.savez(path, __config__=config, **model.state_dict())
+
+
+def load_model(path) -> GPT:
+    """Rebuild a GPT saved by `save_model`."""
+    with np.load(path, allow_pickle=False) as archive:
+        model = GPT(**json.loads(str(archive["__config__"])))
+        model.load_state_dict({k: archive[k] for k in archive.files if k != "__config__"})
+    return model
+
+
+def _linear_weight_ids(model: Module) -> set[int]:
+    return {id(m.weight) for m in model.modules() if isinstance(m, Linear)}
+
+
+def to_torch_state_dict(model: Module) -> dict[str, np.ndarray]:
+    """Our weights under PyTorch's names and layouts (load with torch.from_numpy)."""
+    linear, out = _linear_weight_ids(model), {}
+    for name, p in model.named_parameters():
+        stem, leaf = name.rsplit(".", 1)
+        leaf = {"gamma": "weight", "beta": "bias"}.get(leaf, leaf)
+        out[f"{stem}.{leaf}"] = np.ascontiguousarray(p.data.T if id(p) in linear else p.data)
+    if getattr(model, "lm_head", False) is None:  # tied: PyTorch lists the shared matrix twice
+        out["lm_head.weight"] = out["token_embedding.weight"]
+    return out
+
+
+def load_torch_state_dict(model: Module, state: dict) -> None:
+    """Load a PyTorch-layout state dict (arrays, or tensors via .numpy()) into `model`."""
+    linear, ours = _linear_weight_ids(model), {}
+    for name, p in model.named_parameters():
+        stem, leaf = name.rsplit(".", 1)
+        key = f"{stem}.{ {'gamma': 'weight', 'beta': 'bias'}.get(leaf, leaf) }"
+        if key not in state:
+            raise KeyError(f"PyTorch state dict has no '{key}' (needed for '{name}')")
+        value = np.asarray(state[key])
+        ours[name] = value.T if id(p) in linear else value
+    model.load_state_dict(ours)
+
+
+# %% [markdown]
+# ## 8. Counting parameters and memory
+#
+# Per block: attention has four `C x C` projections (`4C²`), the MLP two `C x 4C` ones (`8C²`),
+# so a block holds about `12 C²` weights and the stack `12 L C²`. Add the embeddings (`V C` for
+# tokens, `T_max C` for positions) and, untied, the output projection (`C V`). The exact count
+# adds the biases and norm parameters, which `estimate_parameters` spells out beside the formula.
+#
+# Memory, in float32 bytes:
+#
+# | what | bytes |
+# |---|---|
+# | weights | 4 P |
+# | gradients | 4 P |
+# | Adam moments | 8 P |
+# | attention matrices, per layer | B H T² 4 (scores and their softmax are both kept) |
+# | KV cache | 2 L B H T D 4 (keys and values, D = C / H) |
+#
+# The attention term is the one that grows with the square of the sequence length.
+
+
+# %% nbgrader={"grade": false, "grade_id": "scaling", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+def count_parameters(model: Module) -> int:
+    """Number of trainable numbers in `model` (a tied matrix counts once)."""
+    return sum(p.size for p in model.parameters())
+
+
+def estimate_parameters(config: GPTConfig) -> dict[str, int]:
+    """Exact parameter count of GPT(config) from the sizes alone, and the 12 L C² rule of thumb."""
+    v, c, n, t = config.vocab_size, config.embed_dim, config.num_layers, config.max_seq_len
+    hidden = int(c * config.mlp_ratio)
+    attention = 4 * c * c + 4 * c  # q, k, v, out projections with biases
+    mlp = 2 * c * hidden + hidden + c
+    norms = 2 * 2 * c  # ln1 and ln2, gamma and beta each
+    embeddings = v * c + t * c
+    head = 0 if config.tie_weights else c * v + v
+    exact = embeddings + n * (attention + mlp + norms) + 2 * c + head
+    formula = 12 * n * c * c + embeddings + (0 if config.tie_weights else c * v)
+    return {"exact": exact, "formula": formula, "per_block": attention + mlp + norms,
+            "embeddings": embeddings}  # fmt: skip
+
+
+def estimate_memory(config: GPTConfig, batch_size: int, seq_len: int) -> dict[str, int]:
+    """Bytes (float32) for training and generating with GPT(config) at (batch_size, seq_len)."""
+    params = estimate_parameters(config)["exact"]
+    b, t, c, n = batch_size, seq_len, config.embed_dim, config.num_layers
+    h, d = config.num_heads, config.embed_dim // config.num_heads
+    hidden = int(c * config.mlp_ratio)
+    attention = 2 * b * h * t * t * 4 * n  # scores and softmax weights, every layer
+    # per block the graph keeps about 10 (B, T, C) arrays (norms, q, k, v, residuals) and
+    # 2 (B, T, hidden) ones (MLP before and after GELU); plus embeddings and logits
+    activations = 4 * n * b * t * (10 * c + 2 * hidden) + 4 * b * t * (2 * c + config.vocab_size)
+    return {"weights": 4 * params, "gradients": 4 * params, "adam": 8 * params,
+            "activations": activations + attention, "attention": attention,
+            "kv_cache": 2 * n * b * h * t * d * 4}  # fmt: skip
+
+
+# %% [markdown]
+# ## 9. Encoder-only and encoder-decoder models from the same parts
+#
+# A BERT-style **encoder** is the GPT stack without the causal mask: every position sees every
+# other, so its output vectors describe the whole input. An encoder-decoder (the 2017 translation
+# model, T5) adds a **decoder block** with a third sub-layer between the two: *cross-attention*,
+# whose queries come from the decoder and whose keys and values come from the encoder's output
+# (`memory`). The decoder stays causal in its own self-attention, so it can still generate.
+
+
+# %% nbgrader={"grade": false, "grade_id": "seq2seq", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+class DecoderBlock(Module):
+    """Causal self-attention, cross-attention over the encoder output, and an MLP (pre-norm)."""
+
+    def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: float = 4):
+        _check_heads(embed_dim, num_heads)
+        self.self_attention = MultiHeadAttention(embed_dim, num_heads)
+        self.ln1 = LayerNorm(embed_dim)
+        self.cross_attention = MultiHeadAttention(embed_dim, num_heads)
+        self.ln_cross = LayerNorm(embed_dim)
+        self.mlp = MLP(embed_dim, hidden_dim=int(embed_dim * mlp_ratio))
+        self.ln2 = LayerNorm(embed_dim)
+
+    def forward(self, x, memory, mask=None, memory_mask=None):
+        x = x + self.self_attention(self.ln1(x), mask=mask)  # (B, T, C)
+        q = self.ln_cross(x)
+        x = x + self.cross_attention(q, key=memory, value=memory, mask=memory_mask)  # (B, T, C)
+        return x + self.mlp(self.ln2(x))
+
+
+class TransformerEncoder(Module):
+    """Encoder-only stack: tokens (B, S) -> contextual vectors (B, S, C), no causal mask."""
+
+    def __init__(self, vocab_size, embed_dim, num_layers, num_heads, max_seq_len=512):
+        self.vocab_size, self.max_seq_len = vocab_size, max_seq_len
+        self.token_embedding = Embedding(vocab_size, embed_dim)
+        self.position_embedding = Embedding(max_seq_len, embed_dim)
+        self.blocks = [TransformerBlock(embed_dim, num_heads) for _ in range(num_layers)]
+        self.ln_f = LayerNorm(embed_dim)
+        init_gpt2_weights(self, num_layers)
+
+    def forward(self, tokens, mask=None):
+        ids = token_ids_2d(tokens, self.vocab_size)  # (B, S)
+        x = self.token_embedding(ids) + self.position_embedding(np.arange(ids.shape[1])[None])
+        for block in self.blocks:
+            x = block(x, mask=mask)  # a padding mask, or None: every position sees every other
+        return self.ln_f(x)  # (B, S, C)
+
+
+class Seq2SeqTransformer(Module):
+    """Encoder-decoder: source (B, S) and target prefix (B, T) -> target logits (B, T, vocab)."""
+
+    def __init__(self, vocab_size, embed_dim, num_layers, num_heads, max_seq_len=512):
+        self.vocab_size, self.max_seq_len = vocab_size, max_seq_len
+        self.encoder = TransformerEncoder(vocab_size, embed_dim, num_layers, num_heads, max_seq_len)
+        self.token_embedding = Embedding(vocab_size, embed_dim)
+        self.position_embedding = Embedding(max_seq_len, embed_dim)
+        self.blocks = [DecoderBlock(embed_dim, num_heads) for _ in range(num_layers)]
+        self.ln_f = LayerNorm(embed_dim)
+        self.lm_head = Linear(embed_dim, vocab_size)
+        init_gpt2_weights(self, num_layers)
+
+    def forward(self, source, target):
+        memory = self.encoder(source)  # (B, S, C)
+        ids = token_ids_2d(target, self.vocab_size)  # (B, T)
+        seq_len = ids.shape[1]
+        x = self.token_embedding(ids) + self.position_embedding(np.arange(seq_len)[None])
+        mask = causal_mask(seq_len)  # the decoder stays causal
+        for block in self.blocks:
+            x = block(x, memory, mask=mask)
+        return self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
+
+    @no_grad()
+    def generate(self, source, start_token: int, max_new_tokens: int) -> np.ndarray:
+        """Greedy decoding: (B, 1 + max_new_tokens) ids beginning with `start_token`."""
+        out = np.full((len(np.asarray(getattr(source, "data", source))), 1), start_token)
+        for _ in range(max_new_tokens):
+            logits = self.forward(source, out).data[:, -1]  # (B, V)
+            out = np.concatenate([out, logits.argmax(-1)[:, None]], axis=1)
+        return out
+
+
+# %% [markdown]
+# ## Try it
+
+# %%
+np.random.seed(0)
+tiny = GPT.from_config("tiny")
+prompt = np.array([[1, 2, 3], [4, 5, 6]])
+print(tiny(prompt).shape, tiny.generate(prompt, max_new_tokens=5, temperature=0.8, seed=0).shape)
+print(count_parameters(tiny), estimate_parameters(tiny.config))
+
+# %% [markdown]
+# ## Tests
+# Each graded cell defines a test and calls it.
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-layernorm", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_layernorm_normalises_each_position():
+    x = Tensor(np.random.default_rng(0).normal(3.0, 5.0, (2, 4, 16)))
+    y = LayerNorm(16)(x).data
+    np.testing.assert_allclose(y.mean(axis=-1), 0, atol=1e-5)
+    np.testing.assert_allclose(y.std(axis=-1), 1, atol=1e-3)
+    ln = LayerNorm(16)
+    ln.gamma.data[:], ln.beta.data[:] = 2.0, 0.5
+    np.testing.assert_allclose(ln(x).data, 2 * y + 0.5, atol=1e-5)
+
+
+test_layernorm_normalises_each_position()
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-layernorm-grad", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_layernorm_backward_matches_differences():
+    rng = np.random.default_rng(1)
+    x, g, b = rng.normal(size=(3, 5)), rng.normal(size=5), rng.normal(size=5)
+    fn = LayerNormFunction()
+    fn.needs_grad = (True, True, True)
+    w = rng.normal(size=(3, 5))
+    fn.forward(x, g, b)
+    gx, gg, gb = fn.backward(w)
+    h = 1e-6
+    for arr, got in [(x, gx), (g, gg), (b, gb)]:
+        flat, num = arr.reshape(-1), np.zeros(arr.size)
+        for i in range(arr.size):
+            keep = flat[i]
+            flat[i] = keep + h
+            up = np.sum(LayerNormFunction().forward(x, g, b) * w)
+            flat[i] = keep - h
+            down = np.sum(LayerNormFunction().forward(x, g, b) * w)
+            flat[i] = keep
+            num[i] = (up - down) / (2 * h)
+        np.testing.assert_allclose(got.reshape(-1), num, rtol=1e-5, atol=1e-7)
+
+
+test_layernorm_backward_matches_differences()
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-mlp-block", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_mlp_and_block_shapes():
+    x = Tensor(np.random.default_rng(2).normal(size=(2, 6, 16)))
+    mlp = MLP(16)
+    assert mlp.linear1.weight.shape == (16, 64) and mlp(x).shape == (2, 6, 16)
+    for norm_first in (True, False):
+        block = TransformerBlock(16, num_heads=4, norm_first=norm_first)
+        assert block(x, mask=causal_mask(6)).shape == (2, 6, 16)
+
+
+test_mlp_and_block_shapes()
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-gpt", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+def test_gpt_is_causal_and_generates():
+    np.random.seed(3)
+    gpt = GPT(vocab_size=20, embed_dim=16, num_layers=2, num_heads=2, max_seq_len=8)
+    tokens = np.array([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]])
+    logits = gpt(tokens).data
+    assert logits.shape == (2, 5, 20)
+    changed = tokens.copy()
+    changed[:, 3:] = 0
+    np.testing.assert_allclose(gpt(changed).data[:, :3], logits[:, :3], atol=1e-5)
+    out = gpt.generate(tokens, max_new_tokens=6, temperature=0)  # runs past max_seq_len
+    assert out.shape == (2, 11)
+    again = gpt.generate(tokens, max_new_tokens=6, temperature=0, use_cache=False)
+    np.testing.assert_array_equal(out, again)
+
+
+test_gpt_is_causal_and_generates()
