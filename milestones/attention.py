@@ -31,12 +31,12 @@ IGNORE = -1  # target value for positions the loss does not count
 
 
 def sequences(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Inputs (count, 2n) and targets with IGNORE before the separator's prediction."""
+    """Inputs (count, 2n) and targets; only the reversed digits are counted, the rest IGNORE."""
     digits = rng.integers(0, DIGITS, size=(count, LENGTH))
     sep = np.full((count, 1), SEP)
     full = np.concatenate([digits, sep, digits[:, ::-1]], axis=1)  # (count, 2n + 1)
     x, y = full[:, :-1], full[:, 1:].copy()
-    y[:, : LENGTH - 1] = IGNORE  # the digits themselves are random: nothing to learn there
+    y[:, :LENGTH] = IGNORE  # the digits are random and the separator fixed: nothing to learn
     return x, y
 
 

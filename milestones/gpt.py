@@ -14,10 +14,11 @@ from milestones import plots, report, scaling, training
 from milestones.corpus import Corpus, default_corpus, read_corpus, split
 from tinytorch.core.autograd import no_grad, topological_order
 from tinytorch.core.losses import cross_entropy
+from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import seed_everything
 from tinytorch.data.loader import LanguageModelDataset
-from tinytorch.models.transformer import GPT, count_parameters
+from tinytorch.models.transformer import GPT, PRESETS, count_parameters
 from tinytorch.text.tokenization import CharTokenizer
 from tito.console import console, ok
 from tito.errors import TitoError
@@ -107,7 +108,7 @@ def settle(opts: Options) -> tuple[Config, int, Path | None, dict | None]:
 
 
 def check_resume(stored: dict, meta: dict) -> None:
-    for key in ("config", "seed", "steps", "corpus_sha256", "vocab"):
+    for key in ("seed", "steps", "corpus_sha256", "vocab", "config"):
         if stored.get(key) != meta[key]:
             raise TitoError(
                 f"the checkpoint was made with a different {key.replace('_sha256', '')} "
@@ -117,7 +118,7 @@ def check_resume(stored: dict, meta: dict) -> None:
 
 
 def char_tokens(tokenizer, text: str) -> np.ndarray:
-    return np.asarray(tokenizer.encode(text), dtype=np.int64)
+    return np.asarray(tokenizer.encode_array(text), dtype=np.int64)
 
 
 def build_model(config: Config, vocab_size: int) -> GPT:
@@ -137,53 +138,52 @@ def samples(model, tokenizer, prompt: str, new_tokens: int, seed: int) -> list[d
     return out
 
 
-def graph_bytes(model, x: np.ndarray, y: np.ndarray) -> int:
-    """Bytes held by the autograd graph of one training forward: the activations, measured."""
+def step_bytes(model, optimizer, x: np.ndarray, y: np.ndarray) -> dict[str, int]:
+    """Bytes of one training step's arrays: weights, gradients, AdamW moments, graph activations."""
     loss = cross_entropy(model(Tensor(x)), y)
-    held = sum(t.data.nbytes for t in topological_order(loss) if t._ctx is not None)
-    for p in model.parameters():
-        p.grad = None
-    return int(held)
+    graph = sum(t.data.nbytes for t in topological_order(loss) if t._ctx is not None)
+    loss.backward()
+    params = model.parameters()
+    measured = {
+        "weights": sum(p.data.nbytes for p in params),
+        "gradients": sum(p.grad.nbytes for p in params if p.grad is not None),
+        "adam_state": sum(
+            v.nbytes for state in optimizer.state for v in state.values() if hasattr(v, "nbytes")
+        ),
+        "activations": int(graph),
+    }
+    optimizer.zero_grad()
+    return measured
 
 
-def attention_maps(model, tokenizer, prompt: str) -> list[np.ndarray]:
+def attention_maps(model, ids: np.ndarray) -> list[np.ndarray]:
+    """Each block's attention weights (1, heads, T, T) for one sequence of token ids."""
     model.eval()
     with no_grad():
-        model(Tensor(char_tokens(tokenizer, prompt)[None, :]))
+        model(Tensor(ids[None, :]))
     return [np.array(block.attention.last_attention) for block in model.blocks]
 
 
-def scaling_reports(model, config: Config, vocab_size: int, quick: bool, train_data) -> dict:
+def scaling_reports(model, optimizer, config: Config, quick: bool, x, y) -> dict:
     """Every report of step 4, as plain numbers for the JSON summary."""
-    tiny = scaling.Size(
-        f"this model ({config.name})",
-        config.num_layers,
-        config.embed_dim,
-        config.num_heads,
-        vocab_size,
-        config.context,
-    )
+    this = model.config
     params = count_parameters(model)
     contexts = (16, 32, 64, 128) if quick else (16, 32, 64, 128, 256, 512)
-    x, y = training.batch_at(train_data, 0, 0, config.batch_size)
-    measured_activations = graph_bytes(model, x, y)
-    speed_tokens = max(8, config.context - len(PROMPT))
-    prompt = np.zeros((1, len(PROMPT)), dtype=np.int64)
+    measured = step_bytes(model, optimizer, x, y)
+    prompt = np.zeros((1, 4), dtype=np.int64)
     model.eval()
+    kv = {"this model": scaling.kv_cache_bytes_per_token(this)}
+    kv.update({n: scaling.kv_cache_bytes_per_token(PRESETS[n]) for n in scaling.GPT_SIZES})
     return {
         "parameters": {"total": params, "by_component": scaling.by_component(model)},
-        "parameter_scaling": scaling.parameter_scaling(tiny, config.build_limit),
+        "parameter_scaling": scaling.parameter_scaling(this, config.build_limit),
         "attention_memory": scaling.attention_memory(config.num_heads, contexts),
         "kv_cache_bytes_per_token": {
-            s.name: scaling.kv_cache_bytes_per_token(s) for s in (tiny, *scaling.GPT_SIZES)
+            "predicted": kv,
+            "measured_this_model": scaling.measured_kv_bytes_per_token(model),
         },
-        "training_memory": {
-            "measured": scaling.training_memory(params, measured_activations),
-            "predicted": scaling.training_memory(
-                params, scaling.activation_estimate(tiny, config.batch_size, config.context)
-            ),
-        },
-        "generation_speed": scaling.generation_speed(model, prompt, speed_tokens),
+        "training_memory": scaling.training_memory(this, config.batch_size, measured),
+        "generation_speed": scaling.generation_speed(model, prompt, config.context - 4),
     }
 
 
@@ -203,7 +203,7 @@ def run(opts: Options) -> dict:
     train_tokens, val_tokens = split(tokens, config.context, seed)
     train_data = LanguageModelDataset(train_tokens, config.context)
     val_data = LanguageModelDataset(val_tokens, config.context)
-    vocab = tokenizer.decode(list(range(tokenizer.vocab_size)))
+    vocab = "".join(tokenizer.vocab)
     meta = {
         "config": asdict(config),
         "seed": seed,
@@ -241,24 +241,27 @@ def run(opts: Options) -> dict:
         checkpoint_every=config.checkpoint_every,
         seed=seed,
     )
-    history, seconds = training.train(
+    history, seconds, optimizer = training.train(
         model, train_data, val_data, settings, opts.out, meta, opts.resume
     )
     prompt = PROMPT if all(ch in vocab for ch in PROMPT) else corpus.text[:4]
     began = time.perf_counter()
     texts = samples(model, tokenizer, prompt, config.sample_tokens, seed)
-    reports = scaling_reports(model, config, len(vocab), opts.quick, train_data)
+    x, y = training.batch_at(train_data, seed, 0, config.batch_size)
+    reports = scaling_reports(model, optimizer, config, opts.quick, x, y)
+    shown = texts[-1]["text"][:16]  # the greedy sample's start
     files = [
         plots.loss_curves(history.train, history.val, opts.out / "loss.png"),
         plots.attention_heatmaps(
-            attention_maps(model, tokenizer, prompt + texts[-1]["text"][len(prompt) :][:12]),
-            list((prompt + texts[-1]["text"][len(prompt) :])[:16]),
+            attention_maps(model, char_tokens(tokenizer, shown)),
+            list(shown),
             opts.out / "attention.png",
         ),
         plots.scaling_curves(
             reports["parameter_scaling"], reports["attention_memory"], opts.out / "scaling.png"
         ),
     ]
+    trained_tokens = (config.steps - history.resumed_at) * config.batch_size * config.context
     summary = {
         "milestone": "gpt",
         "config": asdict(config),
@@ -273,14 +276,13 @@ def run(opts: Options) -> dict:
         },
         "training": {
             "steps": config.steps,
+            "resumed_at_step": history.resumed_at,
             "initial_val_loss": history.val[0][1],
             "final_val_loss": history.val[-1][1],
             "final_train_loss": history.train[-1],
             "val_history": history.val,
             "seconds": seconds,
-            "tokens_per_second": (config.steps * config.batch_size * config.context) / seconds
-            if seconds > 0 and not opts.resume
-            else None,
+            "tokens_per_second": trained_tokens / seconds if seconds > 0 else None,
         },
         "prompt": prompt,
         "samples": texts,
@@ -292,3 +294,35 @@ def run(opts: Options) -> dict:
     report.show_gpt(summary)
     ok(f"wrote {', '.join(summary['files'])} to {opts.out}")
     return summary
+
+
+def run_scaling(out: Path, quick: bool, config_name: str | None) -> dict:
+    """`tito milestone run scaling`: the reports of `run gpt` for an untrained model."""
+    name = config_name or ("quick" if quick else "default")
+    if name not in CONFIGS:
+        raise TitoError(f"unknown --config '{name}'", hint=f"choose one of: {', '.join(CONFIGS)}")
+    config = CONFIGS[name]
+    prepare_out(out)
+    vocab_size = default_corpus_vocab()
+    seed_everything(0)
+    model = build_model(config, vocab_size)
+    rng = np.random.default_rng(0)
+    x, y = (rng.integers(0, vocab_size, size=(config.batch_size, config.context)) for _ in "xy")
+    optimizer = AdamW(model.parameters(), lr=config.lr)
+    cross_entropy(model(Tensor(x)), y).backward()
+    optimizer.step()  # one step, so AdamW's moments exist and can be measured
+    optimizer.zero_grad()
+    summary = {"milestone": "scaling", "config": asdict(config), "vocab_size": vocab_size}
+    summary.update(scaling_reports(model, optimizer, config, quick, x, y))
+    png = plots.scaling_curves(
+        summary["parameter_scaling"], summary["attention_memory"], out / "scaling.png"
+    )
+    summary["files"] = [png.name, "summary.json"]
+    write_json(out / "summary.json", summary)
+    report.show_scaling(summary)
+    ok(f"wrote {png.name} and summary.json to {out}")
+    return summary
+
+
+def default_corpus_vocab() -> int:
+    return len(set(default_corpus().text))

@@ -9,75 +9,51 @@ T = max_seq_len, r = mlp_ratio = 4):
 - the exact count of this GPT, term by term:
   token embedding V·d; position embedding T·d;
   per layer: attention 4·d² + 4·d (q, k, v, out weights and biases), MLP 2·r·d² + r·d + d,
-  two layer norms 4·d; final layer norm 2·d; output head d·V + V (weight and bias, not tied).
-  It equals `count_parameters` of every model we build.
+  two layer norms 4·d; final layer norm 2·d; output head d·V + V (weight and bias), or 0 when
+  the head is tied to the token embedding (the GPT-2 and GPT-3 presets tie it).
+  It equals `count_parameters` of every model we build (and `estimate_parameters(...)["exact"]`).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict
 
 import numpy as np
 
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import Tensor
-from tinytorch.models.transformer import GPT, count_parameters
+from tinytorch.models.transformer import GPT, PRESETS, GPTConfig, count_parameters, estimate_memory
 
 FLOAT_BYTES = 4  # float32
+GPT_SIZES = ("gpt2-small", "gpt2-medium", "gpt2-large", "gpt3")  # names in PRESETS
 
 
-@dataclass(frozen=True)
-class Size:
-    name: str
-    num_layers: int
-    embed_dim: int
-    num_heads: int
-    vocab_size: int
-    max_seq_len: int
+def course_formula(c: GPTConfig) -> int:
+    return 12 * c.num_layers * c.embed_dim**2 + c.vocab_size * c.embed_dim
 
 
-GPT_SIZES = (
-    Size("gpt2-small", 12, 768, 12, 50257, 1024),
-    Size("gpt2-medium", 24, 1024, 16, 50257, 1024),
-    Size("gpt2-large", 36, 1280, 20, 50257, 1024),
-    Size("gpt2-xl", 48, 1600, 25, 50257, 1024),
-    Size("gpt3-175b", 96, 12288, 96, 50257, 2048),
-)
-
-
-def course_formula(s: Size) -> int:
-    return 12 * s.num_layers * s.embed_dim**2 + s.vocab_size * s.embed_dim
-
-
-def exact_formula(s: Size, mlp_ratio: int = 4) -> int:
-    d, r, v = s.embed_dim, mlp_ratio, s.vocab_size
+def exact_formula(c: GPTConfig) -> int:
+    d, r, v = c.embed_dim, int(c.mlp_ratio), c.vocab_size
     per_layer = (4 * d * d + 4 * d) + (2 * r * d * d + r * d + d) + 4 * d
-    return v * d + s.max_seq_len * d + s.num_layers * per_layer + 2 * d + d * v + v
+    head = 0 if c.tie_weights else d * v + v
+    return v * d + c.max_seq_len * d + c.num_layers * per_layer + 2 * d + head
 
 
-def build(s: Size) -> GPT:
-    return GPT(s.vocab_size, s.embed_dim, s.num_layers, s.num_heads, max_seq_len=s.max_seq_len)
-
-
-def parameter_scaling(tiny: Size, build_limit: int) -> list[dict]:
-    """Formula against exact count for the tiny model and the GPT sizes; build those within limit."""
+def parameter_scaling(this: GPTConfig, build_limit: int) -> list[dict]:
+    """Both formulas for this model and the GPT presets; those within `build_limit` are built."""
     rows = []
-    for s in (tiny, *GPT_SIZES):
-        exact = exact_formula(s)
-        built = count_parameters(build(s)) if exact <= build_limit else None
+    for name, c in (("this model", this), *((n, PRESETS[n]) for n in GPT_SIZES)):
+        exact = exact_formula(c)
+        built = count_parameters(GPT.from_config(c)) if exact <= build_limit else None
         rows.append(
             {
-                "name": s.name,
-                "num_layers": s.num_layers,
-                "embed_dim": s.embed_dim,
-                "num_heads": s.num_heads,
-                "vocab_size": s.vocab_size,
-                "max_seq_len": s.max_seq_len,
-                "course_formula": course_formula(s),
+                "name": name,
+                **asdict(c),
+                "course_formula": course_formula(c),
                 "exact_formula": exact,
                 "built_count": built,
-                "course_error": course_formula(s) / exact - 1.0,
+                "course_error": course_formula(c) / exact - 1.0,
             }
         )
     return rows
@@ -112,32 +88,32 @@ def attention_memory(
     return rows
 
 
-def kv_cache_bytes_per_token(s: Size) -> int:
+def kv_cache_bytes_per_token(c: GPTConfig) -> int:
     """Keys and values of every layer for one more token of one sequence: 2·L·d·4 bytes."""
-    return 2 * s.num_layers * s.embed_dim * FLOAT_BYTES
+    return 2 * c.num_layers * c.embed_dim * FLOAT_BYTES
 
 
-def training_memory(params: int, activation_bytes: int) -> dict[str, int]:
-    """Weights, gradients and AdamW's two moments (4 bytes each per parameter), and activations."""
-    weights = params * FLOAT_BYTES
-    return {
-        "weights": weights,
-        "gradients": weights,
-        "adam_state": 2 * weights,
-        "activations": activation_bytes,
-        "total": 4 * weights + activation_bytes,
+def measured_kv_bytes_per_token(model: GPT) -> int:
+    """Bytes the model's KV cache allocates for one sequence, divided by its length."""
+    cache = model.new_cache()
+    with no_grad():
+        model(Tensor(np.zeros((1, 1), dtype=np.int64)), cache=cache)
+    held = sum(layer.k.nbytes + layer.v.nbytes for layer in cache.layers)
+    return held // model.max_seq_len
+
+
+def training_memory(config: GPTConfig, batch: int, measured: dict[str, int]) -> dict:
+    """`estimate_memory`'s prediction beside bytes measured on the arrays of a training step."""
+    est = estimate_memory(config, batch, config.max_seq_len)
+    predicted = {
+        "weights": est["weights"],
+        "gradients": est["gradients"],
+        "adam_state": est["adam"],
+        "activations": est["activations"],
     }
-
-
-def activation_estimate(s: Size, batch: int, context: int, mlp_ratio: int = 4) -> int:
-    """Bytes of the tensors a forward keeps for backward, per the usual per-layer count.
-
-    Per layer: about (10 + 2·r)·B·T·d values for the residual stream, norms, q, k, v, projections
-    and the MLP, plus 2·B·H·T² for the attention scores and weights; then the logits B·T·V twice.
-    """
-    b, t, d = batch, context, s.embed_dim
-    per_layer = (10 + 2 * mlp_ratio) * b * t * d + 2 * b * s.num_heads * t * t
-    return (s.num_layers * per_layer + 2 * b * t * s.vocab_size) * FLOAT_BYTES
+    predicted["total"] = sum(predicted.values())
+    measured = {**measured, "total": sum(measured.values())}
+    return {"measured": measured, "predicted": predicted}
 
 
 def generation_speed(model, prompt: np.ndarray, new_tokens: int) -> dict[str, float]:

@@ -43,6 +43,7 @@ after_step: Callable[[int], None] | None = None
 class History:
     train: list[float] = field(default_factory=list)  # one loss per step
     val: list[tuple[int, float]] = field(default_factory=list)  # (step, loss)
+    resumed_at: int = 0  # the step this session started from
 
 
 @dataclass
@@ -68,7 +69,7 @@ def batch_at(data: LanguageModelDataset, seed: int, step: int, batch_size: int):
 
 
 def evaluate(model, data: LanguageModelDataset, windows: int, batch_size: int) -> float:
-    """Mean next-token loss over `windows` evenly spaced validation windows (the same every time)."""
+    """Mean next-token loss over `windows` evenly spaced validation windows (fixed each call)."""
     starts = np.linspace(0, len(data) - 1, num=min(windows, len(data))).astype(np.int64)
     total = 0.0
     model.eval()
@@ -172,7 +173,7 @@ def _progress() -> Progress:
 
 
 def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, resume: bool):
-    """Train for cfg.steps steps (from a checkpoint when resuming); return (history, seconds)."""
+    """Train to cfg.steps (from the checkpoint on resume); return history, seconds, optimizer."""
     params = model.parameters()
     optimizer = AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = CosineSchedule(cfg.lr, cfg.warmup, cfg.steps, min_lr=cfg.min_lr)
@@ -180,6 +181,7 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
     start, history = 0, History()
     if resume:
         start, history = restore(path, model, optimizer)
+        history.resumed_at = start
         console.print(f"resumed from {path} at step {start} of {cfg.steps}")
     if not history.val:
         history.val.append((0, evaluate(model, val_data, cfg.eval_windows, cfg.batch_size)))
@@ -217,4 +219,4 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
                     hint="continue with the same command plus --resume",
                     exit_code=130,
                 )
-    return history, time.perf_counter() - began
+    return history, time.perf_counter() - began, optimizer

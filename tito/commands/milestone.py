@@ -22,8 +22,10 @@ app = typer.Typer(
 
 def _milestones():
     """The milestones package, found beside tito even when it is not installed."""
-    if importlib.util.find_spec("milestones") is None:
+    spec = importlib.util.find_spec("milestones")
+    if spec is None or spec.origin is None:  # absent, or only tests/milestones (a namespace)
         sys.path.insert(0, str(paths.PACKAGE_ROOT))
+        sys.modules.pop("milestones", None)
     return importlib.import_module("milestones")
 
 

@@ -1,0 +1,30 @@
+"""`tito milestone run attention`: the reversal task, its data and its accuracy report."""
+
+import json
+
+import numpy as np
+from typer.testing import CliRunner
+
+from milestones import attention
+from tito.main import app
+
+
+def test_sequences_are_digits_separator_and_the_reversal():
+    x, y = attention.sequences(np.random.default_rng(0), 5)
+    n = attention.LENGTH
+    assert x.shape == y.shape == (5, 2 * n)
+    assert (x[:, n] == attention.SEP).all()
+    assert np.array_equal(y[:, n:], x[:, :n][:, ::-1])
+    assert (y[:, :n] == attention.IGNORE).all()
+
+
+def test_short_run_reports_accuracy(tmp_path):
+    out = tmp_path / "attention"
+    result = CliRunner().invoke(
+        app, ["milestone", "run", "attention", "--steps", "20", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert 0.0 <= summary["sequence_accuracy"] <= summary["digit_accuracy"] <= 1.0
+    assert (out / "attention.png").read_bytes()[:4] == b"\x89PNG"
+    assert "digit accuracy" in result.output

@@ -1,0 +1,117 @@
+"""Bad input and faults: one clear line, a non-zero exit, nothing already written lost."""
+
+import pytest
+from typer.testing import CliRunner
+
+from tito.main import app
+
+PROSE = "the cat sat on the mat and the dog ran to the park by the river. " * 20
+runner = CliRunner()
+
+
+def gpt(*args):
+    return runner.invoke(app, ["milestone", "run", "gpt", "--config", "tiny", *map(str, args)])
+
+
+@pytest.fixture
+def text_file(tmp_path):
+    path = tmp_path / "prose.txt"
+    path.write_text(PROSE, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        (b"", "is empty"),
+        (b"  \n\n ", "is empty"),
+        (b"text\x00with a NUL byte", "binary"),
+        (b"caf\xe9 latin-1", "not UTF-8"),
+        (b"aaaaaaaaaaaaaaaaaaaa", "one distinct character"),
+        (b"short text", "needs at least"),
+    ],
+)
+def test_bad_data_files(tmp_path, content, message):
+    path = tmp_path / "data.txt"
+    if content is not None:
+        path.write_bytes(content)
+    result = gpt("--data", path, "--out", tmp_path / "out", "--steps", 5)
+    assert result.exit_code == 1
+    assert message in result.output and "error:" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_zero_steps(tmp_path, text_file):
+    result = gpt("--data", text_file, "--out", tmp_path / "out", "--steps", 0)
+    assert result.exit_code == 1 and "--steps must be at least 1" in result.output
+
+
+def test_output_folder_that_cannot_be_written(tmp_path, text_file):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("keep me")
+    result = gpt("--data", text_file, "--out", blocker / "out", "--steps", 5)
+    assert result.exit_code == 1 and "cannot write to the output folder" in result.output
+    assert blocker.read_text() == "keep me"
+
+
+def test_resume_without_a_checkpoint(tmp_path, text_file):
+    result = gpt("--data", text_file, "--out", tmp_path / "out", "--resume")
+    assert result.exit_code == 1 and "no checkpoint" in result.output
+
+
+def test_resume_from_a_damaged_checkpoint_keeps_it(tmp_path, text_file):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "checkpoint.npz").write_bytes(b"PK\x03\x04 not really a zip")
+    result = gpt("--data", text_file, "--out", out, "--resume")
+    assert result.exit_code == 1 and "damaged" in result.output
+    assert (out / "checkpoint.npz").read_bytes() == b"PK\x03\x04 not really a zip"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [(["--seed", "5"], "different seed"), (["--steps", "12"], "different steps")],
+)
+def test_resume_with_a_mismatched_run(tmp_path, text_file, change, message):
+    out = tmp_path / "out"
+    assert gpt("--data", text_file, "--out", out, "--steps", 10).exit_code == 0
+    before = (out / "checkpoint.npz").read_bytes()
+    result = gpt("--data", text_file, "--out", out, "--resume", *change)
+    assert result.exit_code == 1 and message in result.output
+    assert (out / "checkpoint.npz").read_bytes() == before
+
+
+def test_resume_with_other_data(tmp_path, text_file):
+    out = tmp_path / "out"
+    assert gpt("--data", text_file, "--out", out, "--steps", 10).exit_code == 0
+    other = tmp_path / "other.txt"
+    other.write_text(PROSE.upper())
+    result = gpt("--data", other, "--out", out, "--resume")
+    assert result.exit_code == 1 and "different corpus" in result.output
+
+
+def test_resume_with_another_config(tmp_path, text_file):
+    out = tmp_path / "out"
+    assert gpt("--data", text_file, "--out", out, "--steps", 10).exit_code == 0
+    result = runner.invoke(
+        app,
+        ["milestone", "run", "gpt", "--config", "quick", "--data", str(text_file),
+         "--out", str(out), "--resume"],
+    )  # fmt: skip
+    assert result.exit_code == 1 and "different config" in result.output
+
+
+def test_unknown_names(tmp_path):
+    result = runner.invoke(app, ["milestone", "run", "bert"])
+    assert result.exit_code == 1 and "unknown milestone 'bert'" in result.output
+    result = gpt("--config", "huge", "--out", tmp_path / "out")
+    assert result.exit_code == 1
+
+
+def test_missing_modules_are_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("TITO_ROOT", str(tmp_path))
+    result = runner.invoke(app, ["milestone", "run", "gpt"])
+    assert result.exit_code == 1 and "needs modules" in result.output
+    listing = runner.invoke(app, ["milestone", "list"])
+    assert listing.exit_code == 0 and "missing" in listing.output
