@@ -1,0 +1,385 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# # Module 06 — Optimizers
+#
+# Autograd leaves a gradient in every parameter's `.grad`. An optimizer turns those gradients
+# into a change of the parameters. You write three:
+#
+# - **SGD**: step against the gradient, `p -= lr * g`. *Momentum* keeps a running sum of past
+#   gradients, `buf = momentum * buf + g`, and steps along it: directions that agree from step
+#   to step build up speed, directions that flip sign cancel out.
+# - **Adam**: keeps, per number, a running mean of the gradient (`m`, first moment) and of its
+#   square (`v`, second moment) and steps by `m / (sqrt(v) + eps)`. Each parameter gets its own
+#   effective step size, so badly scaled parameters train together. Both averages start at zero
+#   and are therefore too small early on; dividing by `1 - beta**t` undoes that bias.
+# - **AdamW**: Adam with *decoupled* weight decay. Adding `wd * p` to the gradient (L2, as SGD and
+#   `Adam(weight_decay=...)` do) lets Adam's per-parameter scaling shrink the decay of parameters
+#   with large gradients. AdamW instead shrinks every weight directly, `p *= 1 - lr * wd`, before
+#   the Adam step. Every GPT since GPT-2 is trained with it.
+#
+# **Why in place?** A GPT step touches every parameter several times. `p.data -= ...` and
+# `np.multiply(a, b, out=buf)` reuse memory that already exists instead of allocating fresh
+# arrays each step; the only scratch memory is one shared buffer the size of the largest
+# parameter. Everything stays float32, like the parameters.
+#
+# The update formulas follow `torch.optim` exactly, so the tests can check your steps against it.
+
+# %%
+#| default_exp core.optimizers
+
+# %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tinytorch.core.tensor import Tensor
+
+# %% [markdown]
+# ## The `Optimizer` base class
+#
+# The base class holds what every optimizer shares: the parameter list, the learning rate as a
+# plain attribute (a schedule simply assigns `optimizer.lr = ...`), one state dictionary per
+# parameter, checkpoint support and the argument checks. It is written for you.
+#
+# `state_dict()` is flat: hyperparameters as numbers and each state array under
+# `state.<index>.<name>`, where the index is the parameter's position in the list. Plain names,
+# numbers and arrays are all a `.npz` checkpoint needs (module 07), so nothing is pickled.
+
+
+# %% nbgrader={"grade": false, "grade_id": "base", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+def _check_number(name: str, value, low: float, high: float | None = None, open_high=False):
+    """Raise one clear ValueError unless low <= value <= high (or < high)."""
+    ok = isinstance(value, (int, float, np.number)) and math.isfinite(value) and value >= low
+    if ok and high is not None:
+        ok = value < high if open_high else value <= high
+    if not ok:
+        bound = "" if high is None else f" and {'<' if open_high else '<='} {high}"
+        raise ValueError(f"{name} must be a number >= {low}{bound}, got {value!r}")
+
+
+class Optimizer:
+    """Shared machinery: parameters, `lr`, per-parameter state, zero_grad and checkpoints."""
+
+    hyperparameters: tuple[str, ...] = ("lr",)
+
+    def __init__(self, params, lr: float):
+        params = list(params.values() if isinstance(params, dict) else params)
+        if not params:
+            raise ValueError("optimizer got an empty parameter list; pass model.parameters()")
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise TypeError(
+                    f"parameter {i} is a {type(p).__name__}, not a Tensor; pass model.parameters()"
+                )
+        unique = {id(p): p for p in params}
+        self.params: list[Tensor] = list(unique.values())
+        _check_number("lr", lr, 0.0)
+        self.lr = lr
+        self.state: list[dict] = [{} for _ in self.params]
+        self._workspace = np.empty(0, dtype=np.float32)
+
+    def _scratch(self, p: Tensor, slot: int = 0) -> np.ndarray:
+        """A reusable buffer shaped like `p` (slot 0 or 1), so a step allocates nothing."""
+        n = p.data.size
+        if self._workspace.size < 2 * n or self._workspace.dtype != p.data.dtype:
+            size = max(2 * n, self._workspace.size)
+            self._workspace = np.empty(size, dtype=p.data.dtype)
+        return self._workspace[slot * n : (slot + 1) * n].reshape(p.shape)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget the gradients: drop them (default) or fill them with zeros in place."""
+        ### BEGIN SOLUTION
+        for p in self.params:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.fill(0)
+        ### END SOLUTION
+
+    def step(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement step()")
+
+    def state_dict(self) -> dict:
+        """Hyperparameters as numbers and state as `state.<i>.<name>` array copies."""
+        out: dict = {name: getattr(self, name) for name in self.hyperparameters}
+        for i, state in enumerate(self.state):
+            for key, value in state.items():
+                out[f"state.{i}.{key}"] = np.array(value, copy=True)
+        return out
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore `state_dict()` output; checks everything before changing anything."""
+        hyper, states = {}, [{} for _ in self.params]
+        for key, value in state_dict.items():
+            if key in self.hyperparameters:
+                hyper[key] = float(np.asarray(value))
+                continue
+            parts = key.split(".")
+            if len(parts) != 3 or parts[0] != "state" or not parts[1].isdigit():
+                raise ValueError(
+                    f"unexpected optimizer state key {key!r} for {type(self).__name__}; "
+                    "load a state_dict saved by the same optimizer class"
+                )
+            i, name = int(parts[1]), parts[2]
+            if i >= len(self.params):
+                raise ValueError(
+                    f"optimizer state has an entry for parameter {i} but the optimizer holds "
+                    f"{len(self.params)}; build it over the same model"
+                )
+            value = np.asarray(value)
+            if name == "step":
+                states[i][name] = int(value)
+            elif value.shape != self.params[i].shape:
+                raise ValueError(
+                    f"optimizer state {key} has shape {value.shape} but parameter {i} has "
+                    f"{self.params[i].shape}; build the optimizer over the same model"
+                )
+            else:
+                states[i][name] = np.array(value, dtype=self.params[i].data.dtype, copy=True)
+        for name, value in hyper.items():
+            setattr(self, name, value)
+        self.state = states
+
+    def __repr__(self):
+        args = ", ".join(f"{n}={getattr(self, n)}" for n in self.hyperparameters)
+        return f"{type(self).__name__}({len(self.params)} parameters, {args})"
+
+
+# %% [markdown]
+# ## SGD with momentum and weight decay
+#
+# For each parameter `p` whose `.grad` is not None (a parameter the loss did not reach has no
+# gradient and is left alone):
+#
+# 1. `g = p.grad`, plus `weight_decay * p.data` when weight decay is on (write the sum into the
+#    scratch buffer `self._scratch(p)`; never change `p.grad` itself).
+# 2. With momentum: on the first step the buffer `state["momentum_buffer"]` is a float32 copy of
+#    `g`; afterwards `buf = momentum * buf + g` (in place). Then `g = buf`.
+# 3. `p.data -= lr * g`, again through the scratch buffer.
+#
+# HINTS: `np.multiply(a, b, out=buf)`, `buf += g`, `p.data -= buf` all work in place.
+
+
+# %% nbgrader={"grade": false, "grade_id": "sgd", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum and L2 weight decay."""
+
+    hyperparameters = ("lr", "momentum", "weight_decay")
+
+    def __init__(self, params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
+        super().__init__(params, lr)
+        _check_number("momentum", momentum, 0.0)
+        _check_number("weight_decay", weight_decay, 0.0)
+        self.momentum, self.weight_decay = momentum, weight_decay
+
+    def step(self) -> None:
+        """One update of every parameter that has a gradient."""
+        for p, state in zip(self.params, self.state):
+            if p.grad is None:
+                continue
+            ### BEGIN SOLUTION
+            g = p.grad
+            if self.weight_decay:
+                tmp = self._scratch(p)
+                np.multiply(p.data, self.weight_decay, out=tmp)
+                tmp += g
+                g = tmp
+            if self.momentum:
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = state["momentum_buffer"] = np.array(g, dtype=p.data.dtype, copy=True)
+                else:
+                    buf *= self.momentum
+                    buf += g
+                g = buf
+            tmp = self._scratch(p)
+            np.multiply(g, self.lr, out=tmp)
+            p.data -= tmp
+            ### END SOLUTION
+
+
+# %% [markdown]
+# ## Adam
+#
+# Per parameter with a gradient, with `t` counted per parameter in `state["step"]`:
+#
+# ```
+# g = p.grad (+ weight_decay * p.data)          # L2 decay, as in torch.optim.Adam
+# m = beta1 * m + (1 - beta1) * g               # state["exp_avg"], starts at zeros
+# v = beta2 * v + (1 - beta2) * g * g           # state["exp_avg_sq"], starts at zeros
+# p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+# ```
+#
+# `_adam_update(p, state, g)` does the three lines after the first one; `step()` forms `g`.
+# Use scratch slot 1 for the temporary (slot 0 may hold `g`).
+
+
+# %% nbgrader={"grade": false, "grade_id": "adam", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+class Adam(Optimizer):
+    """Adam: per-parameter steps from running means of the gradient and its square."""
+
+    hyperparameters = ("lr", "beta1", "beta2", "eps", "weight_decay")
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        super().__init__(params, lr)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+        _check_number("beta1", betas[0], 0.0, 1.0, open_high=True)
+        _check_number("beta2", betas[1], 0.0, 1.0, open_high=True)
+        _check_number("eps", eps, 0.0)
+        _check_number("weight_decay", weight_decay, 0.0)
+        self.beta1, self.beta2 = float(betas[0]), float(betas[1])
+        self.eps, self.weight_decay = eps, weight_decay
+
+    @property
+    def betas(self) -> tuple[float, float]:
+        return self.beta1, self.beta2
+
+    def _adam_update(self, p: Tensor, state: dict, g: np.ndarray) -> None:
+        """Update the moments with `g` and move `p` by the bias-corrected Adam step."""
+        ### BEGIN SOLUTION
+        if "exp_avg" not in state:
+            state["step"] = 0
+            state["exp_avg"] = np.zeros_like(p.data)
+            state["exp_avg_sq"] = np.zeros_like(p.data)
+        state["step"] += 1
+        t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
+        tmp = self._scratch(p, 1)
+        m *= self.beta1
+        np.multiply(g, 1.0 - self.beta1, out=tmp)
+        m += tmp
+        v *= self.beta2
+        np.multiply(g, g, out=tmp)
+        tmp *= 1.0 - self.beta2
+        v += tmp
+        step_size = self.lr / (1.0 - self.beta1**t)
+        np.sqrt(v, out=tmp)
+        tmp /= math.sqrt(1.0 - self.beta2**t)
+        tmp += self.eps
+        np.divide(m, tmp, out=tmp)
+        tmp *= step_size
+        p.data -= tmp
+        ### END SOLUTION
+
+    def step(self) -> None:
+        """One Adam update of every parameter that has a gradient."""
+        for p, state in zip(self.params, self.state):
+            if p.grad is None:
+                continue
+            ### BEGIN SOLUTION
+            g = p.grad
+            if self.weight_decay:
+                g = np.multiply(p.data, self.weight_decay, out=self._scratch(p))
+                g += p.grad
+            self._adam_update(p, state, g)
+            ### END SOLUTION
+
+
+# %% [markdown]
+# ## AdamW
+#
+# Only the weight decay differs: before the Adam step, shrink the parameter itself,
+# `p.data *= 1 - lr * weight_decay`, and pass the plain gradient to `_adam_update`.
+
+
+# %% nbgrader={"grade": false, "grade_id": "adamw", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+class AdamW(Adam):
+    """Adam with decoupled weight decay: weights shrink directly, not through the gradient."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+    def step(self) -> None:
+        """Decay each weight, then take the Adam step with the raw gradient."""
+        for p, state in zip(self.params, self.state):
+            if p.grad is None:
+                continue
+            ### BEGIN SOLUTION
+            if self.weight_decay:
+                p.data *= 1.0 - self.lr * self.weight_decay
+            self._adam_update(p, state, p.grad)
+            ### END SOLUTION
+
+
+# %% [markdown]
+# ## Try it: minimise a bowl
+#
+# `f(w) = sum((w - 3)^2)` has its minimum at 3. Adam walks there from zero.
+
+# %%
+w = Tensor(np.zeros(3), requires_grad=True)
+opt = Adam([w], lr=0.1)
+for _ in range(200):
+    opt.zero_grad()
+    ((w - 3.0) ** 2).sum().backward()
+    opt.step()
+print(w.data)
+
+# %% [markdown]
+# ## Tests
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-sgd", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_sgd_momentum_by_hand():
+    p = Tensor(np.array([1.0, -2.0]), requires_grad=True)
+    opt = SGD([p], lr=0.1, momentum=0.9)
+    p.grad = np.array([1.0, 1.0], dtype=np.float32)
+    opt.step()  # buf = g = 1: p = p - 0.1
+    np.testing.assert_allclose(p.data, [0.9, -2.1], rtol=1e-6)
+    opt.step()  # buf = 0.9 * 1 + 1 = 1.9: p = p - 0.19
+    np.testing.assert_allclose(p.data, [0.71, -2.29], rtol=1e-6)
+    assert p.data.dtype == np.float32
+
+
+test_sgd_momentum_by_hand()
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-adam", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_adam_first_step_is_lr_sized():
+    # After bias correction, the first Adam step is lr * sign(g) (up to eps) whatever |g| is.
+    p = Tensor(np.array([0.0, 0.0, 0.0]), requires_grad=True)
+    opt = Adam([p], lr=0.01)
+    p.grad = np.array([1e-3, -5.0, 200.0], dtype=np.float32)
+    opt.step()
+    np.testing.assert_allclose(p.data, [-0.01, 0.01, -0.01], rtol=1e-4)
+
+
+test_adam_first_step_is_lr_sized()
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-adamw", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_adamw_decays_weights_directly():
+    p = Tensor(np.array([2.0]), requires_grad=True)
+    opt = AdamW([p], lr=0.1, weight_decay=0.5)
+    p.grad = np.array([0.0], dtype=np.float32)  # no gradient signal: only the decay acts
+    opt.step()
+    np.testing.assert_allclose(p.data, [2.0 * (1 - 0.1 * 0.5)], rtol=1e-6)
+    q = Tensor(np.array([1.0]), requires_grad=True)
+    opt = AdamW([p, q], lr=0.1)
+    q.grad, p.grad = np.array([1.0], dtype=np.float32), None
+    before = p.data.copy()
+    opt.step()  # p has no gradient: skipped entirely, no decay
+    np.testing.assert_array_equal(p.data, before)
+    opt.zero_grad()
+    assert q.grad is None
+
+
+test_adamw_decays_weights_directly()
