@@ -32,8 +32,9 @@ def check_function(fn_cls, *arrays, kwargs=None, wrt=None, h=1e-6, rtol=1e-5, at
     `wrt` lists the input positions to check (default: every float input).
     """
     kwargs = kwargs or {}
-    arrays = [np.array(a, dtype=np.float64) if np.asarray(a).dtype.kind == "f" else a
-              for a in arrays]
+    arrays = [
+        np.array(a, dtype=np.float64) if np.asarray(a).dtype.kind == "f" else a for a in arrays
+    ]
     wrt = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"] if wrt is None else wrt
     fn = fn_cls()
     fn.needs_grad = tuple(i in wrt for i in range(len(arrays)))
@@ -49,8 +50,9 @@ def check_function(fn_cls, *arrays, kwargs=None, wrt=None, h=1e-6, rtol=1e-5, at
     for i in wrt:
         got = sum_to_shape(np.asarray(analytic[i], dtype=np.float64), arrays[i].shape)
         want = _numeric(loss, arrays[i], h)
-        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol,
-                                   err_msg=f"{fn_cls.__name__}: gradient of input {i}")
+        np.testing.assert_allclose(
+            got, want, rtol=rtol, atol=atol, err_msg=f"{fn_cls.__name__}: gradient of input {i}"
+        )
 
 
 def check_graph(build, *arrays, h=1e-6, rtol=1e-5, atol=1e-7, seed=0):
@@ -70,5 +72,6 @@ def check_graph(build, *arrays, h=1e-6, rtol=1e-5, atol=1e-7, seed=0):
         for i, (t, a) in enumerate(zip(tensors, arrays)):
             assert t.grad is not None, f"input {i} received no gradient"
             assert t.grad.dtype == np.float64
-            np.testing.assert_allclose(t.grad, _numeric(loss, a, h), rtol=rtol, atol=atol,
-                                       err_msg=f"gradient of input {i}")
+            np.testing.assert_allclose(
+                t.grad, _numeric(loss, a, h), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}"
+            )

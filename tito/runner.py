@@ -45,9 +45,15 @@ def run_tests(module: CourseModule, package_parent: Path | None = None, extra=()
             "--tb=short",
             "-rfE",
             f"--junitxml={report}",
+            f"--rootdir={root}",
+            "-c",
+            str(root / "pyproject.toml"),
             *extra,
         ]
-        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+        # `python -m` puts the working directory first on sys.path: run from the folder that
+        # holds the tinytorch under test, so no other copy can shadow it.
+        cwd = package_parent if package_parent is not None else root
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
         passed = failed = skipped = 0
         if report.exists():
             for suite in ET.parse(report).getroot().iter("testsuite"):

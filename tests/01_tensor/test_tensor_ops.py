@@ -1,0 +1,146 @@
+"""Module 01: Tensor values against numpy, broadcasting, local backward rules, errors."""
+
+import numpy as np
+import pytest
+from fdcheck import check_function
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinytorch.core.tensor import (
+    Add,
+    Div,
+    Exp,
+    GetItem,
+    Log,
+    MatMul,
+    Max,
+    Mean,
+    Mul,
+    Permute,
+    Pow,
+    Reshape,
+    ShapeError,
+    Sub,
+    Sum,
+    Tensor,
+    precision,
+    sum_to_shape,
+)
+
+shapes = st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple)
+
+
+def test_data_is_float32_and_shape():
+    t = Tensor([[1, 2, 3], [4, 5, 6]])
+    assert t.dtype == np.float32 and t.shape == (2, 3) and t.ndim == 2 and t.size == 6
+    assert t.grad is None and not t.requires_grad
+    with precision(np.float64):
+        assert Tensor([1.0]).dtype == np.float64
+    assert Tensor([1.0]).dtype == np.float32
+
+
+def test_scalars_do_not_promote_to_float64():
+    t = Tensor(np.ones(3))
+    for out in (t * 2.5, t + np.float64(1.0), 1.5 / t, t**2, t - 3):
+        assert out.dtype == np.float32
+
+
+@settings(max_examples=25, deadline=None)
+@given(shapes, st.integers(0, 2))
+def test_broadcast_arithmetic_matches_numpy(shape, drop):
+    rng = np.random.default_rng(len(shape) + drop)
+    a = rng.standard_normal(shape).astype(np.float32)
+    b = rng.standard_normal(shape[drop:] or (1,)).astype(np.float32) + 3.0
+    np.testing.assert_allclose((Tensor(a) + Tensor(b)).data, a + b, rtol=1e-6)
+    np.testing.assert_allclose((Tensor(a) - b).data, a - b, rtol=1e-6)
+    np.testing.assert_allclose((Tensor(a) * Tensor(b)).data, a * b, rtol=1e-6)
+    np.testing.assert_allclose((Tensor(a) / Tensor(b)).data, a / b, rtol=1e-6)
+    np.testing.assert_allclose((-Tensor(a)).data, -a)
+
+
+def test_matmul_batched_and_vector_cases():
+    rng = np.random.default_rng(1)
+    x, w, v = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5)), rng.standard_normal(4)
+    np.testing.assert_allclose((Tensor(x) @ Tensor(w)).data, x @ w, rtol=1e-5)
+    np.testing.assert_allclose((Tensor(x) @ Tensor(v)).data, x @ v, rtol=1e-5)
+    np.testing.assert_allclose(Tensor(v).matmul(Tensor(w)).data, v @ w, rtol=1e-5)
+
+
+def test_reductions_and_shapes_match_numpy():
+    x = np.random.default_rng(2).standard_normal((2, 3, 4)).astype(np.float32)
+    t = Tensor(x)
+    np.testing.assert_allclose(t.sum(axis=(0, 2)).data, x.sum(axis=(0, 2)), rtol=1e-5)
+    np.testing.assert_allclose(t.mean(axis=1, keepdims=True).data, x.mean(1, keepdims=True))
+    np.testing.assert_allclose(t.max(axis=-1).data, x.max(-1))
+    np.testing.assert_allclose(t.var(axis=-1).data, x.var(-1), rtol=1e-5)
+    np.testing.assert_allclose(t.std().data, x.std(), rtol=1e-5)
+    np.testing.assert_allclose(t.reshape(6, 4).data, x.reshape(6, 4))
+    np.testing.assert_allclose(t.transpose().data, x.swapaxes(-1, -2))
+    np.testing.assert_allclose(t.permute(2, 0, 1).data, x.transpose(2, 0, 1))
+    np.testing.assert_allclose(t[1, :, ::2].data, x[1, :, ::2])
+    np.testing.assert_allclose(t[Tensor([0, 0, 1])].data, x[[0, 0, 1]])
+    np.testing.assert_allclose(t.exp().log().data, x, atol=1e-5)
+
+
+def test_comparisons_return_tensors():
+    t = Tensor([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal((t > 1.5).data, [0, 1, 1])
+    np.testing.assert_array_equal((t == Tensor([1.0, 0.0, 3.0])).data, [1, 0, 1])
+    assert t in [t]  # identity hashing still works
+
+
+def test_shape_errors_name_both_shapes():
+    with pytest.raises(ShapeError, match=r"\(2, 3\).*\(4, 5\)"):
+        Tensor(np.ones((2, 3))) @ Tensor(np.ones((4, 5)))
+    with pytest.raises(ShapeError, match=r"\(2, 3\) and \(4,\)"):
+        Tensor(np.ones((2, 3))) + Tensor(np.ones(4))
+    with pytest.raises(ShapeError, match="reshape"):
+        Tensor(np.ones(6)).reshape(4, 2)
+    with pytest.raises(ShapeError, match="axis 3"):
+        Tensor(np.ones((2, 2))).sum(axis=3)
+    with pytest.raises(TypeError, match="numbers"):
+        Tensor("abc")
+
+
+def test_backward_without_autograd_hook_is_explained(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tinytorch.core.autograd", None)
+    t = Tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="module 05"):
+        (t * 2).sum().backward()
+
+
+@pytest.mark.parametrize(
+    "fn, arrays, kwargs",
+    [
+        (Add, [(2, 3), (3,)], {}),
+        (Sub, [(2, 3), (2, 1)], {}),
+        (Mul, [(2, 3), (1, 3)], {}),
+        (Div, [(2, 3), (3,)], {}),
+        (Pow, [(2, 3)], {"exponent": 3}),
+        (Exp, [(2, 3)], {}),
+        (Log, [(2, 3)], {}),
+        (MatMul, [(2, 3, 4), (4, 5)], {}),
+        (MatMul, [(3, 4), (2, 4, 5)], {}),
+        (MatMul, [(4,), (4, 5)], {}),
+        (MatMul, [(3, 4), (4,)], {}),
+        (Sum, [(2, 3, 4)], {"axis": (0, 2)}),
+        (Sum, [(2, 3)], {"axis": 1, "keepdims": True}),
+        (Mean, [(2, 3, 4)], {"axis": -1}),
+        (Max, [(2, 3, 4)], {"axis": 1}),
+        (Reshape, [(2, 6)], {"shape": (3, 4)}),
+        (Permute, [(2, 3, 4)], {"axes": (2, 0, 1)}),
+        (GetItem, [(4, 3)], {"index": (np.array([0, 2, 0]),)}),
+    ],
+)
+def test_local_backward_rules_match_finite_differences(fn, arrays, kwargs):
+    rng = np.random.default_rng(3)
+    data = [rng.uniform(0.5, 2.0, size=s) for s in arrays]  # positive keeps log/div/pow smooth
+    check_function(fn, *data, kwargs=kwargs)
+
+
+def test_sum_to_shape_undoes_broadcasting():
+    g = np.ones((4, 2, 3))
+    assert sum_to_shape(g, (3,)).shape == (3,)
+    np.testing.assert_allclose(sum_to_shape(g, (2, 1)), np.full((2, 1), 12.0))

@@ -1,0 +1,134 @@
+"""Module 05: the backward engine, checked by finite differences, PyTorch and call counts."""
+
+import numpy as np
+import pytest
+import torch
+from fdcheck import check_graph
+
+from tinytorch.core.autograd import backward, no_grad, numerical_gradient, topological_order
+from tinytorch.core.tensor import Function, Tensor
+
+
+def test_composite_graph_matches_finite_differences():
+    rng = np.random.default_rng(0)
+
+    def build(x, w, b):
+        h = (x @ w + b) * x.mean(axis=-1, keepdims=True)
+        return (h / (1.0 + h * h)).max(axis=0) - h.sum(axis=0) ** 2 * 0.1
+
+    check_graph(
+        build, rng.standard_normal((4, 3)), rng.standard_normal((3, 3)), rng.standard_normal(3)
+    )
+
+
+def test_indexing_reshape_and_transpose_gradients():
+    rng = np.random.default_rng(1)
+
+    def build(x):
+        y = x.reshape(3, 4).transpose()[np.array([0, 2, 2])]
+        return y.exp().log() * y
+
+    check_graph(build, rng.uniform(0.5, 1.5, size=(2, 6)))
+
+
+def test_matches_torch_on_a_shared_graph():
+    rng = np.random.default_rng(2)
+    x, w = (
+        rng.standard_normal((5, 4)).astype(np.float32),
+        rng.standard_normal((4, 3)).astype(np.float32),
+    )
+    tx, tw = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+    y = tx @ tw
+    loss = (y * y + y).mean() + (tx**2).sum() * 0.01
+    loss.backward()
+    px, pw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    py = px @ pw
+    ((py * py + py).mean() + (px**2).sum() * 0.01).backward()
+    np.testing.assert_allclose(tx.grad, px.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tw.grad, pw.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+class Counted(Function):
+    calls = 0
+
+    def forward(self, a):
+        return a * 0.5
+
+    def backward(self, grad):
+        Counted.calls += 1
+        return (grad * 0.5,)
+
+
+@pytest.mark.parametrize("depth", [2, 4, 8, 12])
+def test_residual_chain_visits_each_node_once(depth):
+    Counted.calls = 0
+    x = Tensor(np.ones(3), requires_grad=True)
+    h = x
+    for _ in range(depth):
+        h = h + Counted.apply(h)
+    nodes = len(topological_order(h))
+    h.sum().backward()
+    assert Counted.calls == depth  # one backward per node: linear, not exponential
+    assert nodes == 2 * depth + 1
+    np.testing.assert_allclose(x.grad, np.full(3, 1.5**depth), rtol=1e-6)
+
+
+def test_intermediates_keep_no_grad_and_graph_is_released():
+    x = Tensor(np.ones(2), requires_grad=True)
+    y = x * 3
+    z = y.sum()
+    z.backward()
+    assert y.grad is None and z.grad is None
+    assert y._ctx is None and z._ctx is None
+    np.testing.assert_allclose(x.grad, [3.0, 3.0])
+
+
+def test_gradients_accumulate_over_backward_calls():
+    x = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    (x * x).sum().backward()
+    (x * 2).sum().backward()
+    np.testing.assert_allclose(x.grad, 2 * np.array([1.0, 2.0]) + 2)
+
+
+def test_shared_input_leaves_do_not_share_gradient_arrays():
+    a, b = Tensor(np.ones(2), requires_grad=True), Tensor(np.ones(2), requires_grad=True)
+    (a + b).sum().backward()
+    a.grad += 1
+    np.testing.assert_allclose(b.grad, [1.0, 1.0])
+
+
+def test_gradients_stay_float32():
+    x = Tensor(np.ones((2, 2)), requires_grad=True)
+    (x * np.float64(2.0) + 1.0).mean().backward()
+    assert x.grad.dtype == np.float32
+
+
+def test_no_grad_records_nothing_and_restores():
+    w = Tensor(np.ones(3), requires_grad=True)
+    with no_grad():
+        y = w * 2
+    assert not y.requires_grad and y._ctx is None
+    assert (w * 2).requires_grad
+
+    @no_grad()
+    def infer(t):
+        return t * 2
+
+    assert not infer(w).requires_grad
+
+
+def test_errors_are_clear():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        Tensor(np.ones(2)).sum().backward()
+    x = Tensor(np.ones(2), requires_grad=True)
+    with pytest.raises(RuntimeError, match="single value"):
+        (x * 2).backward()
+    with pytest.raises(RuntimeError, match="grad shape"):
+        backward(x * 2, np.ones(3))
+
+
+def test_numerical_gradient_of_a_known_function():
+    x = np.array([0.3, -1.2, 2.0])
+    np.testing.assert_allclose(
+        numerical_gradient(lambda: float(np.sum(np.sin(x))), x), np.cos(x), rtol=1e-7
+    )

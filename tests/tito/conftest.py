@@ -1,0 +1,43 @@
+"""A throwaway copy of the project for CLI tests, so nothing in the real tree changes."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tito.paths import PACKAGE_ROOT
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    root = tmp_path / "project"
+    root.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", ".hypothesis")
+    for name in ("modules", "tinytorch"):
+        shutil.copytree(PACKAGE_ROOT / name, root / name, ignore=ignore)
+    (root / "tests").mkdir()
+    for name in ("conftest.py", "fdcheck.py"):
+        shutil.copy2(PACKAGE_ROOT / "tests" / name, root / "tests" / name)
+    for name in ("01_tensor", "05_autograd"):
+        shutil.copytree(PACKAGE_ROOT / "tests" / name, root / "tests" / name, ignore=ignore)
+    shutil.copy2(PACKAGE_ROOT / "pyproject.toml", root / "pyproject.toml")
+    monkeypatch.setenv("TITO_ROOT", str(root))
+    monkeypatch.delenv("TITO_DEBUG", raising=False)
+    return root
+
+
+@pytest.fixture
+def cli():
+    from tito.main import app
+
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(app, list(args))
+
+    return invoke
+
+
+def notebook_path(root: Path, name: str, slug: str) -> Path:
+    return root / "workspace" / name / f"{slug}.ipynb"

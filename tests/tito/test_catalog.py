@@ -1,0 +1,89 @@
+"""The module table is the single source of truth; everything it names exists."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tito import exporter, notebooks
+from tito.catalog import MODULES, find
+from tito.paths import PACKAGE_ROOT
+
+LINE_BUDGET = 500
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
+def test_every_entry_exists_on_disk(module):
+    assert (PACKAGE_ROOT / module.source).is_file()
+    assert (PACKAGE_ROOT / module.tests).is_dir()
+    assert list((PACKAGE_ROOT / module.tests).glob(f"test_{module.slug}_*.py"))
+    for path in module.package_files():
+        assert (PACKAGE_ROOT / path).is_file()
+    assert all(n < module.number for n in module.requires)
+
+
+def _public_lines(nb):
+    """Lines that also stand outside every solution region (e.g. a shared `return` line)."""
+    public = set()
+    for cell in nb.cells:
+        inside = False
+        for line in cell.source.splitlines():
+            text = line.strip()
+            if text in (notebooks.BEGIN_SOLUTION, notebooks.END_SOLUTION):
+                inside = text == notebooks.BEGIN_SOLUTION
+            elif not inside:
+                public.add(text)
+    return public
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
+def test_release_notebook_has_no_solution_line(module):
+    source = notebooks.read_source(PACKAGE_ROOT / module.source)
+    secret = {line for cell in source.cells for line in notebooks.solution_lines(cell.source)}
+    assert secret, "a module without student regions teaches nothing"
+    secret -= _public_lines(source)
+    release = notebooks.student_notebook(module, PACKAGE_ROOT / module.source)
+    shown = {line.strip() for cell in release.cells for line in cell.source.splitlines()}
+    leaked = {line for line in secret & shown if len(line) > 12 and not line.startswith("#")}
+    assert not leaked
+    assert "### BEGIN HIDDEN TESTS" not in "".join(cell.source for cell in release.cells)
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
+def test_tests_import_only_earlier_modules(module):
+    earlier = {m.number for m in MODULES if m.number <= module.number}
+    homes = {dotted: m.number for m in MODULES for dotted in m.exports}
+    for test_file in (PACKAGE_ROOT / module.tests).glob("*.py"):
+        for dotted in re.findall(r"(?:from|import)\s+tinytorch\.([\w.]+)", test_file.read_text()):
+            owner = homes.get(dotted)
+            assert owner is None or owner in earlier, f"{test_file.name} imports {dotted}"
+
+
+def test_graded_cells_call_their_tests():
+    for module in MODULES:
+        nb = notebooks.read_source(PACKAGE_ROOT / module.source)
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade"):
+                names = re.findall(r"^def (test_\w+)", cell.source, re.M)
+                assert names, f"{module.name}: graded cell without a test"
+                for name in names:
+                    assert re.search(rf"^{name}\(\)", cell.source, re.M), f"{name} is never called"
+
+
+def test_exported_files_keep_their_line_budget():
+    files = list(Path(PACKAGE_ROOT, "tinytorch").rglob("*.py")) + list(
+        Path(PACKAGE_ROOT, "tito").rglob("*.py")
+    )
+    too_long = [f.name for f in files if len(f.read_text().splitlines()) > LINE_BUDGET]
+    assert not too_long
+
+
+def test_find_by_number_and_name():
+    assert find("13") is find("transformers") is find(13) is find("13_transformers")
+
+
+def test_export_is_deterministic():
+    module = find(1)
+    one = exporter.render(notebooks.read_source(PACKAGE_ROOT / module.source), module, "x")
+    two = exporter.render(notebooks.read_source(PACKAGE_ROOT / module.source), module, "x")
+    assert one == two

@@ -1,0 +1,133 @@
+"""The student lifecycle through the CLI: open, complete, reset, export --check, errors."""
+
+import json
+
+import nbformat
+
+from tito import notebooks
+from tito.catalog import find
+
+NB = ("workspace", "01_tensor", "tensor.ipynb")
+
+
+def test_open_creates_a_stubbed_notebook_and_never_overwrites(project, cli):
+    result = cli("module", "open", "1")
+    assert result.exit_code == 0, result.output
+    path = project.joinpath(*NB)
+    text = path.read_text()
+    assert 'raise NotImplementedError(\\"module 01 tensor' in text
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("# my own work"))
+    nbformat.write(nb, path)
+    again = cli("module", "open", "tensor")
+    assert again.exit_code == 0 and "already exists" in again.output
+    assert "# my own work" in path.read_text()
+
+
+def test_complete_with_stubs_fails_and_records_nothing(project, cli):
+    cli("module", "open", "1")
+    before = (project / "tinytorch/core/tensor.py").read_text()
+    result = cli("module", "complete", "1")
+    assert result.exit_code == 1
+    assert "failed" in result.output and "not recorded" in result.output
+    assert not (project / ".tito" / "progress.json").exists()
+    assert (project / "tinytorch/core/tensor.py").read_text() == before
+
+
+def test_complete_with_the_solution_passes_and_records(project, cli):
+    module = find(1)
+    solved = notebooks.read_source(project / module.source)
+    path = project.joinpath(*NB)
+    path.parent.mkdir(parents=True)
+    nbformat.write(solved, path)
+    result = cli("module", "complete", "1")
+    assert result.exit_code == 0, result.output
+    record = json.loads((project / ".tito/progress.json").read_text())["completed"]["1"]
+    assert record["passed"] > 10 and record["failed"] == 0
+    assert "workspace/01_tensor/tensor.ipynb" in (project / "tinytorch/core/tensor.py").read_text()
+    status = cli("module", "status")
+    assert "complete" in status.output and "1 of" in status.output
+
+
+def test_complete_tests_the_students_code_not_the_reference(project, cli):
+    module = find(1)
+    solved = notebooks.read_source(project / module.source)
+    for cell in solved.cells:  # break one rule the tests check: a + b becomes a - b
+        cell.source = cell.source.replace("        return a + b\n", "        return a - b\n", 1)
+    path = project.joinpath(*NB)
+    path.parent.mkdir(parents=True)
+    nbformat.write(solved, path)
+    result = cli("module", "complete", "1")
+    assert result.exit_code == 1 and "not recorded" in result.output
+
+
+def test_reset_keeps_a_backup_and_restores(project, cli):
+    cli("module", "open", "1")
+    path = project.joinpath(*NB)
+    path.write_text(path.read_text().replace("TODO", "MY EDIT", 1))
+    (project / "tinytorch/core/tensor.py").write_text("# student code\n")
+    result = cli("module", "reset", "1", "--yes")
+    assert result.exit_code == 0, result.output
+    backups = list((path.parent / "backups").glob("*.ipynb"))
+    assert len(backups) == 1 and "MY EDIT" in backups[0].read_text()
+    assert "MY EDIT" not in path.read_text()
+    assert cli("module", "export", "--all", "--check").exit_code == 0
+
+
+def test_export_check_detects_a_hand_edit(project, cli):
+    assert cli("module", "export", "--all", "--check").exit_code == 0
+    target = project / "tinytorch/core/tensor.py"
+    target.write_text(target.read_text() + "\nHAND_EDIT = 1\n")
+    result = cli("module", "export", "1", "--check")
+    assert result.exit_code == 1 and "differs" in result.output and "HAND_EDIT" in result.output
+    assert cli("module", "export", "1").exit_code == 0
+    assert "HAND_EDIT" not in target.read_text()
+
+
+def test_unknown_module_is_one_clear_line(project, cli):
+    result = cli("module", "open", "99")
+    assert result.exit_code == 1
+    assert "unknown module '99'" in result.output and "Traceback" not in result.output
+    assert "unknown module" in cli("test", "nosuch").output
+
+
+def test_malformed_notebook_is_reported_and_kept(project, cli):
+    path = project.joinpath(*NB)
+    path.parent.mkdir(parents=True)
+    path.write_text("{ not json")
+    result = cli("module", "complete", "1")
+    assert result.exit_code == 1 and "not a valid notebook" in result.output
+    assert path.read_text() == "{ not json"
+
+
+def test_missing_prerequisite_is_named(project, cli):
+    cli("module", "open", "5")
+    (project / "tinytorch/core/tensor.py").unlink()
+    result = cli("module", "complete", "5")
+    assert result.exit_code == 1 and "01 tensor" in result.output
+
+
+def test_malformed_source_header_is_caught(project, cli):
+    source = project / "modules/01_tensor/tensor.py"
+    source.write_text(
+        source.read_text().replace(
+            'nbgrader={"grade": false, "grade_id": "intro"',
+            'nbgrader={grade: false, "grade_id": "intro"',
+            1,
+        )
+    )
+    result = cli("module", "export", "1")
+    assert result.exit_code == 1 and "malformed header" in result.output
+
+
+def test_debug_flag_shows_the_traceback(project, cli):
+    result = cli("--debug", "module", "open", "99")
+    assert result.exit_code != 0 and result.exception is not None
+
+
+def test_tito_test_by_name_and_number_give_real_counts(project, cli):
+    by_name = cli("test", "tensor")
+    by_number = cli("test", "01")
+    assert by_name.exit_code == 0 and by_number.exit_code == 0
+    count = by_name.output.split("tests 01_tensor: ")[1].split(" passed")[0]
+    assert int(count) > 10 and f"{count} passed, 0 failed" in by_number.output
