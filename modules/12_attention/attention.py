@@ -1,0 +1,586 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# # Module 12 — Attention
+#
+# Attention lets every position of a sequence gather information from every other position,
+# weighted by how relevant it is. Each position asks a **query** `q`; every position offers a
+# **key** `k` and a **value** `v`. The weight of key j for query i is a softmax over how well they
+# match, and the answer is the weighted average of the values:
+#
+#     scores  = q @ kᵀ / sqrt(d)            (..., T_q, T_k)
+#     weights = softmax(scores + mask)      each row sums to 1
+#     output  = weights @ v                 (..., T_q, d_v)
+#
+# **Why divide by sqrt(d)?** A dot product of two d-dimensional vectors with unit-variance
+# entries has variance d. Without the scale, large d pushes the softmax into a near one-hot
+# regime whose gradients vanish.
+#
+# **Masks are added, not multiplied.** A mask holds 0 where attention is allowed and -inf where
+# it is blocked; `exp(-inf) = 0`, so a blocked key gets exactly zero weight. A **causal** mask
+# blocks the future (GPT); a **padding** mask blocks the padded tail of shorter sequences in a
+# batch. A row that may attend to nothing at all would compute 0/0; we define its weights and
+# output as zero instead of NaN.
+#
+# **Why one fused Function?** Written with separate operations, attention stores scores,
+# masked scores, exponentials and weights, and the backward walks five nodes. As one node it
+# keeps only the weights, and the backward is four matrix products plus one cheap correction:
+#
+#     dV = Wᵀ dO      dW = dO Vᵀ      dS = W ⊙ (dW − rowsum(dW ⊙ W))      (then × 1/sqrt(d))
+#     dQ = dS K       dK = dSᵀ Q
+#
+# and rowsum(dW ⊙ W) equals rowsum(dO ⊙ O) (expand dW = dO Vᵀ and O = W V), a (T_q, d) product
+# instead of a (T_q, T_k) one.
+#
+# **Multi-head attention** runs H attentions of size d = embed_dim / H side by side, each free to
+# look for something different. All heads run at once: the tensors are reshaped from
+# `(B, T, E)` to `(B, H, T, D)` and every matmul is batched over `(B, H)`. For self-attention the
+# three projections q, k, v are one matrix multiply against the three weights side by side.
+
+# %%
+#| default_exp core.attention
+
+# %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tinytorch.core.autograd import no_grad
+from tinytorch.core.layers import Linear, Module
+from tinytorch.core.tensor import Function, ShapeError, Tensor
+
+
+def _tensor(x) -> Tensor:
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _mask_array(mask, scores_shape: tuple, dtype, hint: str = "") -> np.ndarray | None:
+    """An additive mask as an array of `dtype`, checked to broadcast to the scores' shape."""
+    if mask is None:
+        return None
+    values = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    if values.dtype == bool:
+        raise TypeError(
+            "attention masks are additive floats (0 attends, -inf blocks), got a boolean mask; "
+            "convert it with np.where(allowed, 0.0, -np.inf)"
+        )
+    if values.dtype.kind not in "iuf":
+        raise TypeError(f"attention mask must hold numbers, got dtype {values.dtype}")
+    try:
+        fits = np.broadcast_shapes(values.shape, scores_shape) == tuple(scores_shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(
+            f"attention mask of shape {values.shape} does not broadcast to the scores' shape "
+            f"{tuple(scores_shape)} (batch, heads, T_q, T_k); use (T_q, T_k) or "
+            f"(batch, 1, 1, T_k){hint}"
+        )
+    return values.astype(dtype, copy=False)
+
+
+# %% [markdown]
+# ## Masks
+#
+# `causal_mask(seq_len)` is the seed's `np.triu(np.ones((T, T)) * -np.inf, k=1)`: query i may
+# see keys 0..i. With a KV cache the new queries sit after `past_len` cached positions, so the
+# mask becomes `(seq_len, past_len + seq_len)` and query i sees keys 0..past_len + i.
+#
+# `padding_mask(lengths, seq_len)` blocks, for each batch row b, the keys at positions
+# `lengths[b]` and later. Its shape `(B, 1, 1, T)` broadcasts over heads and queries.
+
+
+# %% nbgrader={"grade": false, "grade_id": "masks", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+def causal_mask(seq_len: int, past_len: int = 0) -> np.ndarray:
+    """(seq_len, past_len + seq_len) additive mask: 0 on and below the diagonal, -inf above."""
+    if seq_len < 0 or past_len < 0:
+        raise ValueError(f"causal_mask: sizes must be >= 0, got {seq_len=}, {past_len=}")
+    ### BEGIN SOLUTION
+    blocked = np.full((seq_len, past_len + seq_len), -np.inf, dtype=np.float32)
+    return np.triu(blocked, k=past_len + 1)
+    ### END SOLUTION
+
+
+def padding_mask(lengths, seq_len: int) -> np.ndarray:
+    """(B, 1, 1, seq_len) additive mask blocking key positions >= lengths[b] in row b."""
+    lengths = np.asarray(lengths.data if isinstance(lengths, Tensor) else lengths)
+    if lengths.ndim != 1 or lengths.dtype.kind not in "iuf":
+        raise ValueError(f"padding_mask needs a 1-D list of lengths, got shape {lengths.shape}")
+    if np.any(lengths < 0) or np.any(lengths > seq_len) or np.any(lengths != np.round(lengths)):
+        raise ValueError(
+            f"padding_mask: lengths {lengths.tolist()} must be whole numbers in [0, {seq_len}]"
+        )
+    ### BEGIN SOLUTION
+    keep = np.arange(seq_len) < lengths[:, None]  # (B, T)
+    mask = np.where(keep, 0.0, -np.inf).astype(np.float32)
+    return mask[:, None, None, :]  # (B, 1, 1, T)
+    ### END SOLUTION
+
+
+# %% [markdown]
+# ## The fused attention core
+#
+# `Attention.forward(q, k, v, mask=...)` takes arrays of shape `(..., T, D)`, or a single packed
+# array `(3, ..., T, D)` holding q, k and v (what the fused projection below produces; its
+# gradient then comes back packed too, with no copies to split it).
+#
+# Write `_softmax_rows` in place: subtract the row maximum (so `exp` never overflows), exponentiate,
+# divide by the row sum. A fully blocked row has maximum -inf: use 0 instead (so -inf - 0 stays
+# -inf, not NaN) and leave its all-zero row as it is instead of dividing by zero.
+#
+# Scale q rather than the scores: `T·D` multiplications instead of `T·T`.
+
+
+# %% nbgrader={"grade": false, "grade_id": "core", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+def _softmax_rows(scores: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, in place; rows that are all -inf become all zeros."""
+    ### BEGIN SOLUTION
+    peak = scores.max(axis=-1, keepdims=True)
+    peak[np.isneginf(peak)] = 0  # fully blocked row: exp(-inf - 0) = 0, not nan
+    np.subtract(scores, peak, out=scores)
+    np.exp(scores, out=scores)
+    total = scores.sum(axis=-1, keepdims=True)
+    total[total == 0] = 1  # fully blocked row stays all zeros
+    np.reciprocal(total, out=total)
+    scores *= total
+    ### END SOLUTION
+    return scores
+
+
+class Attention(Function):
+    """softmax(q kᵀ / sqrt(d) + mask) v as one node; inputs q, k, v or one packed (3, ...)."""
+
+    def forward(self, *qkv, mask=None, weights_out=None):
+        self.packed = len(qkv) == 1
+        q, k, v = (np.ascontiguousarray(a) for a in (qkv[0] if self.packed else qkv))
+        self.scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
+        ### BEGIN SOLUTION
+        scores = (q * self.scale) @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk)
+        if mask is not None:
+            scores += mask
+        weights = _softmax_rows(scores)
+        out = weights @ v  # (..., Tq, Dv)
+        ### END SOLUTION
+        self.q, self.k, self.v, self.weights, self.out = q, k, v, weights, out
+        if weights_out is not None:
+            weights_out.append(weights)  # the caller reads the weights without a second output
+        return out
+
+    def backward(self, grad):
+        q, k, v, w = self.q, self.k, self.v, self.weights
+        need_q, need_k, need_v = (self.needs_grad * 3) if self.packed else self.needs_grad
+        if self.packed:
+            packed = np.empty((3, *q.shape), dtype=grad.dtype)
+            dq, dk, dv = packed
+        else:
+            dq = dk = dv = None
+        ### BEGIN SOLUTION
+        if need_v:
+            dv = np.matmul(np.swapaxes(w, -1, -2), grad, out=dv)
+        if need_q or need_k:
+            ds = grad @ np.swapaxes(v, -1, -2)  # dW, (..., Tq, Tk)
+            ds -= np.sum(grad * self.out, axis=-1, keepdims=True)  # rowsum(dW * W)
+            ds *= w
+            ds *= self.scale
+            if need_q:
+                dq = np.matmul(ds, k, out=dq)
+            if need_k:
+                dk = np.matmul(np.swapaxes(ds, -1, -2), q, out=dk)
+        ### END SOLUTION
+        return (packed,) if self.packed else (dq, dk, dv)
+
+
+# %% [markdown]
+# ## The public function
+#
+# `scaled_dot_product_attention(q, k, v, mask=None)` checks shapes, converts the mask, and returns
+# `(output, weights)`. The weights are for reading and plotting: gradients flow through `output`,
+# whose backward already covers the softmax.
+
+
+# %% nbgrader={"grade": false, "grade_id": "sdpa", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+def _check_qkv(q_shape, k_shape, v_shape) -> tuple:
+    """The scores' shape (..., T_q, T_k), or a one-line error naming the shapes that disagree."""
+    shapes = f"q {q_shape}, k {k_shape}, v {v_shape}"
+    if min(len(q_shape), len(k_shape), len(v_shape)) < 2:
+        raise ShapeError(f"attention needs inputs of shape (..., T, D), got {shapes}")
+    if q_shape[-1] != k_shape[-1]:
+        raise ShapeError(f"attention: q and k must share their last axis (D), got {shapes}")
+    if k_shape[-2] != v_shape[-2]:
+        raise ShapeError(f"attention: k and v must have the same length (T_k), got {shapes}")
+    try:
+        batch = np.broadcast_shapes(q_shape[:-2], k_shape[:-2], v_shape[:-2])
+    except ValueError:
+        raise ShapeError(f"attention: batch axes do not broadcast, got {shapes}") from None
+    return (*batch, q_shape[-2], k_shape[-2])
+
+
+def scaled_dot_product_attention(q, k, v, mask=None) -> tuple[Tensor, Tensor]:
+    """softmax(q kᵀ / sqrt(D) + mask) v for (..., T, D) inputs; returns (output, weights)."""
+    q, k, v = _tensor(q), _tensor(k), _tensor(v)
+    scores_shape = _check_qkv(q.shape, k.shape, v.shape)
+    kept = []
+    out = Attention.apply(q, k, v, mask=_mask_array(mask, scores_shape, q.dtype), weights_out=kept)
+    return out, Tensor(kept[0])
+
+
+# %% [markdown]
+# ## Projecting into heads
+#
+# `HeadProjection.forward(x, w_1, ..., w_n, b_1, ..., b_n, num_heads=H)` multiplies `(B, T, E)`
+# by the n weights placed side by side, `(E, n·E)`, in **one** GEMM, adds the biases, and splits
+# the result into heads: `(n, B, H, T, D)` (or `(B, H, T, D)` when n = 1). The result is made
+# contiguous: numpy's batched matmul is about twice as slow on strided views.
+#
+# The backward undoes the split (one transpose-copy), then `dx = g Wᵀ` is one GEMM for all n
+# projections, and `dW = xᵀ g` one more, cut back into n pieces.
+
+
+# %% nbgrader={"grade": false, "grade_id": "projection", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+class HeadProjection(Function):
+    """x @ [W_1 | ... | W_n] + [b_1 | ... | b_n] as one GEMM, split into heads."""
+
+    def forward(self, x, *params, num_heads: int, has_bias: bool):
+        n = len(params) // 2 if has_bias else len(params)
+        self.n, self.has_bias, self.x_shape = n, has_bias, x.shape
+        batch, steps, embed = x.shape
+        rows = x.reshape(-1, embed)  # (B*T, E)
+        weight = np.concatenate(params[:n], axis=1)  # (E, n*E)
+        self.rows = rows if any(self.needs_grad[1:]) else None
+        self.weight = weight if self.needs_grad[0] else None
+        ### BEGIN SOLUTION
+        y = rows @ weight  # (B*T, n*E)
+        if has_bias:
+            y += np.concatenate(params[n:])
+        heads = y.reshape(batch, steps, n, num_heads, -1)  # (B, T, n, H, D)
+        out = np.ascontiguousarray(heads.transpose(2, 0, 3, 1, 4))  # (n, B, H, T, D)
+        ### END SOLUTION
+        return out[0] if n == 1 else out
+
+    def backward(self, grad):
+        n, (batch, steps, embed) = self.n, self.x_shape
+        gx = gw = gb = None
+        ### BEGIN SOLUTION
+        grad = grad.reshape(n, *grad.shape[-4:])  # (n, B, H, T, D)
+        g = grad.transpose(1, 3, 0, 2, 4).reshape(batch * steps, n * embed)  # (B*T, n*E)
+        if self.needs_grad[0]:
+            gx = (g @ self.weight.T).reshape(self.x_shape)
+        if any(self.needs_grad[1 : 1 + n]):
+            gw = np.split(self.rows.T @ g, n, axis=1)  # n x (E, E)
+        if self.has_bias and any(self.needs_grad[1 + n :]):
+            gb = np.split(g.sum(axis=0), n)
+        ### END SOLUTION
+        gw = gw if gw is not None else [None] * n
+        gb = (gb if gb is not None else [None] * n) if self.has_bias else []
+        return (gx, *gw, *gb)
+
+
+# %% [markdown]
+# ## A KV cache for generation
+#
+# A GPT generating token t+1 recomputes keys and values for tokens 0..t that it already computed
+# for token t. A `KVCache` keeps them: each step projects only the new tokens, appends their k, v
+# and attends over everything. One cache per attention layer; it is for inference only (the
+# cached path builds no graph).
+
+
+# %% nbgrader={"grade": false, "grade_id": "kv-cache", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+class KVCache:
+    """Keys and values one attention layer has seen so far, each (B, H, T_past, D) numpy."""
+
+    def __init__(self):
+        self.k: np.ndarray | None = None
+        self.v: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def append(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Add the new positions' keys and values; return all of them."""
+        if self.k is None:
+            self.k, self.v = k, v
+        elif k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1]:
+            raise ShapeError(
+                f"KVCache holds keys of shape {self.k.shape} but got {k.shape}; use one cache "
+                "per layer and the same batch size for every step (or a fresh KVCache)"
+            )
+        else:
+            self.k = np.concatenate((self.k, k), axis=-2)  # (B, H, T_past + T_new, D)
+            self.v = np.concatenate((self.v, v), axis=-2)
+        return self.k, self.v
+
+
+# %% [markdown]
+# ## `MultiHeadAttention`
+#
+# `forward(query, mask=None, *, key=None, value=None, cache=None)`:
+#
+# - **self-attention** `attn(x, mask)`: q, k and v all come from `x` (the seed's
+#   `self.attention(normed, mask)`), through one fused `HeadProjection` of the three weights;
+# - **cross-attention** `attn(x, key=memory, value=memory, mask=...)`: queries from `x`, keys and
+#   values from another sequence (its length may differ; `value` defaults to `key`);
+# - **cached generation** `attn(x_new, mask, cache=kv)` under the hood of `generate()`: see
+#   `KVCache`. With more than one new token pass `causal_mask(T_new, past_len=len(kv))`. For
+#   cross-attention the cache stores the projected memory on the first call and reuses it.
+#
+# Then the heads are merged back, `(B, H, T, D) -> (B, T, E)`, and `out_proj` mixes them.
+# `last_attention` keeps the latest weights `(B, H, T_q, T_k)` as a numpy array (set
+# `keep_attention = False` to save that memory during long training runs).
+
+
+# %% nbgrader={"grade": false, "grade_id": "mha", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+class MultiHeadAttention(Module):
+    """num_heads attentions of size embed_dim // num_heads, computed together."""
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True):
+        for label, n in (("embed_dim", embed_dim), ("num_heads", num_heads)):
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+                raise ValueError(
+                    f"MultiHeadAttention: {label} must be a positive integer, got {n!r}"
+                )
+        if embed_dim % num_heads:
+            fits = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
+            raise ValueError(
+                f"MultiHeadAttention: embed_dim={embed_dim} is not divisible by "
+                f"num_heads={num_heads}; choose num_heads from {fits[:12]}"
+            )
+        self.embed_dim, self.num_heads = int(embed_dim), int(num_heads)
+        self.head_dim = self.embed_dim // self.num_heads
+        self.q_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.v_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.keep_attention = True
+        self.last_attention: np.ndarray | None = None
+
+    def _check_input(self, name: str, x: Tensor) -> None:
+        if x.ndim != 3 or x.shape[-1] != self.embed_dim:
+            raise ShapeError(
+                f"MultiHeadAttention: {name} must have shape (batch, seq_len, {self.embed_dim}), "
+                f"got {x.shape}"
+            )
+
+    def _project(self, x: Tensor, *projections: Linear) -> Tensor:
+        """Heads of x under the given projections: (n, B, H, T, D), or (B, H, T, D) for one."""
+        weights = [p.weight for p in projections]
+        biases = [p.bias for p in projections if p.bias is not None]
+        return HeadProjection.apply(
+            x, *weights, *biases, num_heads=self.num_heads, has_bias=bool(biases)
+        )
+
+    def forward(self, query, mask=None, *, key=None, value=None, cache: KVCache | None = None):
+        """(B, T_q, E) -> (B, T_q, E); self-attention unless key (and value) are given."""
+        x = _tensor(query)
+        self._check_input("query", x)
+        if key is None and value is not None:
+            raise ValueError("MultiHeadAttention: value was given without key; pass key= too")
+        if key is not None:
+            key = _tensor(key)
+            value = key if value is None else _tensor(value)
+            self._check_input("key", key)
+            self._check_input("value", value)
+            if key.shape[:2] != value.shape[:2] or key.shape[0] != x.shape[0]:
+                raise ShapeError(
+                    f"MultiHeadAttention: query {x.shape}, key {key.shape} and value "
+                    f"{value.shape} need the same batch size, and key and value the same length"
+                )
+        if cache is not None:
+            with no_grad():  # generation only: no graph, nothing kept alive
+                return self._merge_heads(self._attend_cached(x, mask, key, value, cache))
+        return self._merge_heads(self._attend(x, mask, key, value))
+
+    def _merge_heads(self, out: Tensor) -> Tensor:
+        """(B, H, T, D) head outputs -> (B, T, E), mixed by out_proj."""
+        batch, _, steps, _ = out.shape
+        ### BEGIN SOLUTION
+        merged = out.permute(0, 2, 1, 3).reshape(batch, steps, self.embed_dim)  # (B, T, E)
+        return self.out_proj(merged)
+        ### END SOLUTION
+
+    def _scores_mask(self, mask, q_shape, k_len, dtype):
+        hint = "; key and value are keyword-only: attn(x, key=memory, value=memory)"
+        scores_shape = (q_shape[0], self.num_heads, q_shape[1], k_len)
+        return _mask_array(mask, scores_shape, dtype, hint)
+
+    def _keep(self, weights: list) -> None:
+        self.last_attention = weights[0] if self.keep_attention else None
+
+    def _attend(self, x, mask, key, value) -> Tensor:
+        """All heads' attention outputs (B, H, T_q, D), with the graph recorded."""
+        kept = []
+        k_len = x.shape[1] if key is None else key.shape[1]
+        mask = self._scores_mask(mask, x.shape, k_len, x.dtype)
+        ### BEGIN SOLUTION
+        if key is None:
+            qkv = self._project(x, self.q_proj, self.k_proj, self.v_proj)  # (3, B, H, T, D)
+            out = Attention.apply(qkv, mask=mask, weights_out=kept)
+        else:
+            q = self._project(x, self.q_proj)  # (B, H, T_q, D)
+            k = self._project(key, self.k_proj)  # (B, H, T_k, D)
+            v = self._project(value, self.v_proj)
+            out = Attention.apply(q, k, v, mask=mask, weights_out=kept)
+        ### END SOLUTION
+        self._keep(kept)
+        return out
+
+    def _attend_cached(self, x, mask, key, value, cache: KVCache) -> Tensor:
+        """Like `_attend`, but keys and values come from (and are added to) the cache."""
+        if key is None:
+            qkv = self._project(x, self.q_proj, self.k_proj, self.v_proj).data
+            q = qkv[0]
+            k, v = cache.append(qkv[1], qkv[2])
+        else:
+            q = self._project(x, self.q_proj).data
+            if cache.k is None:  # the memory does not change while decoding: project it once
+                cache.append(
+                    self._project(key, self.k_proj).data, self._project(value, self.v_proj).data
+                )
+            k, v = cache.k, cache.v
+        kept = []
+        mask = self._scores_mask(mask, x.shape, k.shape[-2], x.dtype)
+        out = Attention.apply(q, k, v, mask=mask, weights_out=kept)
+        self._keep(kept)
+        return out
+
+    def __repr__(self):
+        return f"MultiHeadAttention(embed_dim={self.embed_dim}, num_heads={self.num_heads})"
+
+
+# %% [markdown]
+# ## Seeing attention
+#
+# `plot_attention(weights, tokens, path)` draws the weights as heatmaps with the tokens on the
+# axes: rows are queries, columns keys. `weights` may be `(T_q, T_k)`, `(H, T_q, T_k)` or
+# `last_attention`'s `(B, H, T_q, T_k)` (pick the row with `batch=`). All heads are drawn side by
+# side unless `head=` picks one. For cross-attention give the key tokens as `key_tokens`.
+
+
+# %% nbgrader={"grade": false, "grade_id": "plot", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+def plot_attention(
+    weights,
+    tokens,
+    path,
+    *,
+    key_tokens=None,
+    head: int | None = None,
+    batch: int = 0,
+    title: str = "Attention",
+) -> Path:
+    """Write attention weights as labelled heatmaps (one per head) to a PNG; returns the path."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    values = np.asarray(weights.data if isinstance(weights, Tensor) else weights, np.float64)
+    if values.ndim == 4:
+        values = values[batch]
+    if values.ndim == 2:
+        values = values[None]
+    if values.ndim != 3:
+        raise ShapeError(
+            "plot_attention needs weights of shape (T_q, T_k), (H, T_q, T_k) or "
+            f"(B, H, T_q, T_k), got {np.shape(weights)}"
+        )
+    if head is not None:
+        values = values[head : head + 1]
+    queries = [str(t) for t in tokens]
+    keys = queries if key_tokens is None else [str(t) for t in key_tokens]
+    if (len(queries), len(keys)) != values.shape[1:]:
+        raise ShapeError(
+            f"plot_attention: {len(queries)} query and {len(keys)} key labels for weights of "
+            f"shape {values.shape[1:]}; pass one label per position (key_tokens for cross-attention)"
+        )
+    count = values.shape[0]
+    side = max(3.0, 0.35 * max(len(queries), len(keys)))
+    fig = Figure(figsize=(side * count + 1, side + 0.8))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, count, squeeze=False)[0]
+    for index, (ax, grid) in enumerate(zip(axes, values)):
+        image = ax.imshow(grid, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+        ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=8)
+        ax.set_yticks(range(len(queries)), queries, fontsize=8)
+        number = index if head is None else head
+        ax.set_title(f"head {number}", fontsize=9)
+    fig.colorbar(image, ax=list(axes), fraction=0.03)
+    fig.suptitle(title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=100)
+    return path
+
+
+# %% [markdown]
+# ## Try it
+
+# %%
+np.random.seed(0)
+attn = MultiHeadAttention(embed_dim=16, num_heads=4)
+y = attn(Tensor(np.random.randn(2, 5, 16)), causal_mask(5))
+print(y.shape, attn.last_attention.shape, attn.last_attention[0, 0].round(2)[1])
+
+# %% [markdown]
+# ## Tests
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-core", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_core_against_a_direct_softmax():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 4, 3)) for _ in range(3))
+    out, weights = scaled_dot_product_attention(q, k, v, mask=causal_mask(4))
+    scores = q @ k.transpose(0, 2, 1) / np.sqrt(3) + np.triu(np.full((4, 4), -np.inf), 1)
+    expect = np.exp(scores - scores.max(-1, keepdims=True))
+    expect /= expect.sum(-1, keepdims=True)
+    np.testing.assert_allclose(weights.data, expect, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.data, expect @ v, rtol=1e-5, atol=1e-5)
+
+
+test_core_against_a_direct_softmax()
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-masked-row", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+def test_fully_masked_row_is_zero_not_nan():
+    q = Tensor(np.ones((1, 3, 2)), requires_grad=True)
+    out, weights = scaled_dot_product_attention(
+        q, np.ones((1, 2, 2)), np.ones((1, 2, 2)), mask=padding_mask([0], 2)[0]
+    )
+    assert not np.isnan(out.data).any() and np.all(weights.data == 0) and np.all(out.data == 0)
+    out.sum().backward()
+    assert np.all(q.grad == 0)
+
+
+test_fully_masked_row_is_zero_not_nan()
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-mha", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_mha_shapes_and_causality():
+    np.random.seed(1)
+    attn = MultiHeadAttention(8, 2)
+    x = np.random.randn(1, 5, 8)
+    first = attn(Tensor(x), causal_mask(5)).data
+    x[0, 3:] += 1.0  # change the future of position 2
+    second = attn(Tensor(x), causal_mask(5)).data
+    np.testing.assert_allclose(first[0, :3], second[0, :3], atol=1e-6)
+    assert not np.allclose(first[0, 3:], second[0, 3:])
+    assert attn.last_attention.shape == (1, 2, 5, 5)
+
+
+test_mha_shapes_and_causality()
