@@ -1,0 +1,256 @@
+"""MultiHeadAttention: gradients, parity with torch.nn.MultiheadAttention, KV cache, plots."""
+
+import numpy as np
+import pytest
+import torch
+from fdcheck import check_function, check_graph
+
+from tinytorch.core.attention import (
+    HeadProjection,
+    KVCache,
+    MultiHeadAttention,
+    causal_mask,
+    padding_mask,
+    plot_attention,
+)
+from tinytorch.core.autograd import no_grad
+from tinytorch.core.tensor import Tensor, precision
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+
+
+def _randn(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _torch_copy(attn, bias=True):
+    """torch.nn.MultiheadAttention with our weights: torch stores (out, in), rows q, k, v."""
+    E, H = attn.embed_dim, attn.num_heads
+    ref = torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True)
+    with torch.no_grad():
+        qkv = [getattr(attn, n).weight.data.T for n in PROJECTIONS[:3]]
+        ref.in_proj_weight.copy_(torch.tensor(np.concatenate(qkv)))
+        ref.out_proj.weight.copy_(torch.tensor(attn.out_proj.weight.data.T))
+        if bias:
+            biases = [getattr(attn, n).bias.data for n in PROJECTIONS[:3]]
+            ref.in_proj_bias.copy_(torch.tensor(np.concatenate(biases)))
+            ref.out_proj.bias.copy_(torch.tensor(attn.out_proj.bias.data))
+    return ref
+
+
+def _torch_grads(attn, ref):
+    """Our parameter gradients next to torch's, in our (in, out) layout."""
+    E = attn.embed_dim
+    pairs = []
+    for i, name in enumerate(PROJECTIONS[:3]):
+        mine = getattr(attn, name)
+        pairs.append((mine.weight.grad, ref.in_proj_weight.grad[i * E : (i + 1) * E].T))
+        if mine.bias is not None:
+            pairs.append((mine.bias.grad, ref.in_proj_bias.grad[i * E : (i + 1) * E]))
+    pairs.append((attn.out_proj.weight.grad, ref.out_proj.weight.grad.T))
+    if attn.out_proj.bias is not None:
+        pairs.append((attn.out_proj.bias.grad, ref.out_proj.bias.grad))
+    return [(a, b.numpy()) for a, b in pairs]
+
+
+def _max_error(pairs):
+    return max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in pairs)
+
+
+def test_bad_head_count_is_rejected_at_construction():
+    with pytest.raises(ValueError, match=r"embed_dim=10 is not divisible by num_heads=4"):
+        MultiHeadAttention(10, 4)
+    with pytest.raises(ValueError, match="positive integer"):
+        MultiHeadAttention(8, 0)
+
+
+def test_parameters_and_layout():
+    attn = MultiHeadAttention(12, 3)
+    names = [name for name, _ in attn.named_parameters()]
+    assert names == [f"{p}.{w}" for p in PROJECTIONS for w in ("weight", "bias")]
+    assert attn.head_dim == 4 and attn.q_proj.weight.shape == (12, 12)
+    assert len(MultiHeadAttention(12, 3, bias=False).parameters()) == 4
+
+
+def test_head_projection_function_gradient():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 4))
+    weights = [rng.standard_normal((4, 4)) for _ in range(3)]
+    biases = [rng.standard_normal(4) for _ in range(3)]
+    kwargs = {"num_heads": 2, "has_bias": True}
+    check_function(HeadProjection, x, *weights, *biases, kwargs=kwargs)
+    check_function(HeadProjection, x, weights[0], kwargs={"num_heads": 2, "has_bias": False})
+
+
+@pytest.mark.parametrize("kind", ["self-causal", "self-padding", "cross"])
+def test_multihead_gradients_by_finite_differences(kind):
+    rng = np.random.default_rng(1)
+    with precision(np.float64):
+        attn = MultiHeadAttention(4, 2)
+    params = [p.data.astype(np.float64) for p in attn.parameters()]
+    x, memory = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 5, 4))
+
+    def build(x, *tensors):
+        if kind == "cross":
+            memory, *tensors = tensors
+        for (name, _), t in zip(list(attn.named_parameters()), tensors):
+            module, attr = name.split(".")
+            setattr(getattr(attn, module), attr, t)
+        if kind == "self-causal":
+            return attn(x, causal_mask(3))
+        if kind == "self-padding":
+            return attn(x, mask=padding_mask([3, 2], 3))
+        return attn(x, key=memory, value=memory, mask=padding_mask([5, 2], 5))
+
+    inputs = (x, memory) if kind == "cross" else (x,)
+    check_graph(build, *inputs, *params)
+
+
+@pytest.mark.parametrize("masking", ["causal", "padding"])
+def test_self_attention_parity_with_torch(masking):
+    rng = np.random.default_rng(2)
+    np.random.seed(2)
+    batch, steps, E, H = 3, 10, 16, 4
+    attn = MultiHeadAttention(E, H)
+    ref = _torch_copy(attn)
+    x = _randn(rng, batch, steps, E)
+    upstream = _randn(rng, batch, steps, E)
+    lengths = [10, 6, 1]
+    if masking == "causal":
+        mask, torch_masks = causal_mask(steps), {"attn_mask": torch.tensor(causal_mask(steps))}
+    else:
+        keep = np.arange(steps) < np.array(lengths)[:, None]
+        mask, torch_masks = padding_mask(lengths, steps), {"key_padding_mask": torch.tensor(~keep)}
+
+    xt = Tensor(x, requires_grad=True)
+    out = attn(xt, mask)
+    out.backward(upstream)
+    tx = torch.tensor(x, requires_grad=True)
+    want, weights = ref(tx, tx, tx, need_weights=True, average_attn_weights=False, **torch_masks)
+    (want * torch.tensor(upstream)).sum().backward()
+
+    assert out.dtype == np.float32 and xt.grad.dtype == np.float32
+    assert _max_error([(out.data, want.detach().numpy())]) < 1e-5
+    assert _max_error([(attn.last_attention, weights.detach().numpy())]) < 1e-6
+    assert _max_error([(xt.grad, tx.grad.numpy())]) < 1e-5
+    assert _max_error(_torch_grads(attn, ref)) < 5e-5
+
+
+def test_cross_attention_parity_with_torch_and_no_bias():
+    rng = np.random.default_rng(3)
+    np.random.seed(3)
+    attn = MultiHeadAttention(8, 2, bias=False)
+    ref = _torch_copy(attn, bias=False)
+    x, memory = _randn(rng, 2, 4, 8), _randn(rng, 2, 7, 8)  # 4 queries over 7 keys
+    keep = np.arange(7) < np.array([7, 3])[:, None]
+    upstream = _randn(rng, 2, 4, 8)
+
+    xt, mt = Tensor(x, requires_grad=True), Tensor(memory, requires_grad=True)
+    out = attn(xt, key=mt, value=mt, mask=padding_mask([7, 3], 7))
+    out.backward(upstream)
+    tx, tm = torch.tensor(x, requires_grad=True), torch.tensor(memory, requires_grad=True)
+    want, _ = ref(tx, tm, tm, key_padding_mask=torch.tensor(~keep))
+    (want * torch.tensor(upstream)).sum().backward()
+
+    assert out.shape == (2, 4, 8) and attn.last_attention.shape == (2, 2, 4, 7)
+    assert _max_error([(out.data, want.detach().numpy())]) < 1e-5
+    assert _max_error([(xt.grad, tx.grad.numpy()), (mt.grad, tm.grad.numpy())]) < 1e-5
+    assert _max_error(_torch_grads(attn, ref)) < 5e-5
+
+
+def test_causality_of_the_whole_layer():
+    np.random.seed(4)
+    attn = MultiHeadAttention(8, 2)
+    x = np.random.default_rng(4).standard_normal((2, 7, 8))
+    first = attn(x, causal_mask(7)).data
+    for t in range(6):
+        changed = x.copy()
+        changed[:, t + 1 :] += 5.0
+        second = attn(changed, causal_mask(7)).data
+        np.testing.assert_allclose(first[:, : t + 1], second[:, : t + 1], atol=1e-6)
+        assert not np.allclose(first[:, t + 1 :], second[:, t + 1 :], atol=1e-3)
+
+
+def test_weights_change_when_keys_change():
+    np.random.seed(5)
+    attn = MultiHeadAttention(8, 2)
+    rng = np.random.default_rng(5)
+    x, memory = rng.standard_normal((1, 3, 8)), rng.standard_normal((1, 4, 8))
+    attn(x, key=memory)
+    before = attn.last_attention.copy()
+    memory[0, 1] += 2.0
+    attn(x, key=memory)
+    assert np.abs(attn.last_attention - before).max() > 1e-3
+    np.testing.assert_allclose(attn.last_attention.sum(-1), 1.0, rtol=1e-5)
+
+
+def test_kv_cache_matches_the_full_computation():
+    np.random.seed(6)
+    attn = MultiHeadAttention(16, 4)
+    rng = np.random.default_rng(6)
+    x = _randn(rng, 2, 9, 16)
+    full = attn(x, causal_mask(9)).data
+    cache = KVCache()
+    with no_grad():
+        parts = [attn(x[:, :4], causal_mask(4), cache=cache)]  # the prompt
+        parts.append(attn(x[:, 4:6], causal_mask(2, past_len=len(cache)), cache=cache))
+        for t in range(6, 9):  # then one token at a time
+            parts.append(attn(x[:, t : t + 1], cache=cache))
+    assert len(cache) == 9 and cache.k.shape == (2, 4, 9, 4)
+    assert all(not p.requires_grad for p in parts)
+    np.testing.assert_allclose(np.concatenate([p.data for p in parts], axis=1), full, atol=1e-5)
+
+    memory = _randn(rng, 2, 5, 16)
+    full_cross = attn(x, key=memory).data
+    cross = KVCache()
+    steps = [attn(x[:, t : t + 1], key=memory, cache=cross).data for t in range(9)]
+    assert len(cross) == 5  # the memory was projected once
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full_cross, atol=1e-5)
+
+
+def test_cache_path_records_no_graph_even_with_grad_on():
+    attn = MultiHeadAttention(8, 2)
+    out = attn(np.ones((1, 2, 8)), causal_mask(2), cache=KVCache())
+    assert not out.requires_grad and out._ctx is None
+
+
+def test_mask_and_input_errors_name_both_shapes():
+    attn = MultiHeadAttention(8, 2)
+    x = np.zeros((2, 5, 8))
+    with pytest.raises(ValueError, match=r"\(4, 4\).*\(2, 2, 5, 5\)"):
+        attn(x, causal_mask(4))
+    with pytest.raises(ValueError, match="key=memory"):
+        attn(x, np.zeros((2, 3, 8)))  # a key passed positionally is caught as a bad mask
+    with pytest.raises(ValueError, match=r"\(batch, seq_len, 8\).*\(5, 8\)"):
+        attn(np.zeros((5, 8)))
+    with pytest.raises(ValueError, match="value was given without key"):
+        attn(x, value=x)
+    with pytest.raises(ValueError, match="KVCache"):
+        cache = KVCache()
+        attn(x, cache=cache)
+        attn(np.zeros((3, 1, 8)), cache=cache)
+
+
+def test_seed_style_positional_mask_tensor():
+    attn = MultiHeadAttention(8, 2)
+    mask = Tensor(np.triu(np.ones((4, 4)) * -np.inf, k=1))
+    attn(Tensor(np.ones((1, 4, 8))), mask)
+    assert np.all(attn.last_attention[0, :, 0, 1:] == 0)
+
+
+def test_plot_attention_writes_pngs(tmp_path):
+    attn = MultiHeadAttention(8, 2)
+    tokens = list("hello")
+    attn(np.random.default_rng(7).standard_normal((1, 5, 8)), causal_mask(5))
+    paths = [
+        plot_attention(attn.last_attention, tokens, tmp_path / "all.png"),
+        plot_attention(attn.last_attention, tokens, tmp_path / "one.png", head=1),
+        plot_attention(
+            attn.last_attention[0, 0, :2], tokens[:2], tmp_path / "x.png", key_tokens=tokens
+        ),
+    ]
+    for path in paths:
+        data = path.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+    with pytest.raises(ValueError, match="labels"):
+        plot_attention(attn.last_attention, tokens[:3], tmp_path / "bad.png")
