@@ -1,0 +1,319 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# # Module 02 — Activations
+#
+# A stack of linear layers is still one linear map: `(x @ A) @ B = x @ (A @ B)`. Putting a
+# nonlinear function between the layers is what lets a network bend its decision boundaries. This
+# module writes the five activations a GPT-style network needs:
+#
+# | name | forward | derivative |
+# |---|---|---|
+# | ReLU | max(x, 0) | 1 where x > 0, else 0 |
+# | Sigmoid | σ(x) = 1 / (1 + e⁻ˣ) | σ(x)(1 − σ(x)) |
+# | Tanh | tanh(x) | 1 − tanh²(x) |
+# | GELU | ½x(1 + tanh(u)), u = √(2/π)(x + 0.044715x³) | see below |
+# | Softmax | eˣⁱ / Σⱼ eˣʲ along one axis | s ⊙ (g − Σ g ⊙ s) |
+#
+# **Fused functions.** Each activation is one `Function` with its forward and backward side by
+# side. Built from `exp`, `add` and `div` tensors instead, softmax would record five graph nodes
+# and keep five full-size arrays alive until the backward pass; fused, it keeps one (its output)
+# and its backward is two lines.
+#
+# **Numerical stability.** `exp(1000)` overflows float32. Sigmoid therefore only ever takes the
+# exponential of `-|x|` (which lies in (0, 1]), and softmax subtracts each row's maximum first:
+# the result is unchanged (the factor e⁻ᵐᵃˣ cancels) and the largest exponent becomes e⁰ = 1.
+#
+# **GELU.** GPT-2 uses the tanh approximation of `x·Φ(x)` (Φ the normal CDF), and so do we, in the
+# forward *and* in the backward: the backward differentiates the approximation itself, so a
+# finite-difference check of our own forward agrees with it exactly. PyTorch calls this form
+# `gelu(x, approximate="tanh")`. With t = tanh(u):
+#
+# d/dx GELU(x) = ½(1 + t) + ½x(1 − t²) · √(2/π)(1 + 3·0.044715·x²)
+
+# %%
+#| default_exp core.activations
+
+# %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tinytorch.core.tensor import Function, ShapeError, Tensor
+
+GELU_SCALE = math.sqrt(2.0 / math.pi)
+GELU_CUBIC = 0.044715
+
+
+def _tensor(x) -> Tensor:
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+# %% [markdown]
+# ## ReLU, Sigmoid and Tanh
+#
+# Save for the backward whatever makes it cheapest: for all three that is the *output*, because
+# each derivative can be written in terms of it. Keep the input's dtype: multiply by Python
+# numbers, never by float64 numpy scalars.
+
+
+# %% nbgrader={"grade": false, "grade_id": "pointwise", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+class ReLUFunction(Function):
+    """max(x, 0) elementwise."""
+
+    def forward(self, x):
+        ### BEGIN SOLUTION
+        self.out = np.maximum(x, 0)
+        return self.out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return (grad * (self.out > 0),)
+        ### END SOLUTION
+
+
+class SigmoidFunction(Function):
+    """1 / (1 + exp(-x)), without overflow for large |x|."""
+
+    def forward(self, x):
+        ### BEGIN SOLUTION
+        e = np.exp(-np.abs(x))  # in (0, 1]: never overflows
+        self.out = np.where(x >= 0, 1, e) / (1 + e)
+        return self.out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return (grad * self.out * (1 - self.out),)
+        ### END SOLUTION
+
+
+class TanhFunction(Function):
+    """tanh(x) elementwise."""
+
+    def forward(self, x):
+        ### BEGIN SOLUTION
+        self.out = np.tanh(x)
+        return self.out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return (grad * (1 - self.out * self.out),)
+        ### END SOLUTION
+
+
+# %% [markdown]
+# ## GELU
+#
+# Save `x` and `t = tanh(u)`; the backward formula above needs both.
+
+
+# %% nbgrader={"grade": false, "grade_id": "gelu", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+class GELUFunction(Function):
+    """GELU, tanh approximation (GPT-2's), in forward and backward alike."""
+
+    def forward(self, x):
+        ### BEGIN SOLUTION
+        t = np.tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x))
+        self.x, self.t = x, t
+        return 0.5 * x * (1 + t)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        x, t = self.x, self.t
+        du = GELU_SCALE * (1 + 3 * GELU_CUBIC * x * x)
+        return (grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du),)
+        ### END SOLUTION
+
+
+# %% [markdown]
+# ## Softmax
+#
+# Along `axis`: subtract the maximum, exponentiate, divide by the sum. For the backward, with s
+# the output and g the incoming gradient, the Jacobian-vector product collapses to
+# `s * (g - sum(g * s, axis))`: no n×n Jacobian is ever built.
+
+
+# %% nbgrader={"grade": false, "grade_id": "softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+def _check_axis(axis, ndim: int, name: str) -> int:
+    if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < max(ndim, 1):
+        raise ShapeError(
+            f"{name}: axis {axis!r} is out of range for an input with {ndim} dimensions; "
+            f"use an axis in [-{ndim}, {ndim - 1}]"
+        )
+    return int(axis)
+
+
+class SoftmaxFunction(Function):
+    """exp(x) / sum(exp(x)) along `axis`, shifted by the maximum for stability."""
+
+    def forward(self, x, axis=-1):
+        if x.ndim == 0:
+            raise ShapeError("softmax needs at least one dimension, got a scalar")
+        self.axis = _check_axis(axis, x.ndim, "softmax")
+        ### BEGIN SOLUTION
+        out = x - x.max(axis=self.axis, keepdims=True)  # largest value becomes exp(0) = 1
+        np.exp(out, out=out)
+        out /= out.sum(axis=self.axis, keepdims=True)
+        self.out = out
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        s = self.out
+        return (s * (grad - (grad * s).sum(axis=self.axis, keepdims=True)),)
+        ### END SOLUTION
+
+
+# %% [markdown]
+# ## Functions and layer classes
+#
+# The functions wrap `Function.apply`; the classes hold no parameters, only the softmax axis, and
+# make an activation usable as a layer (`self.gelu = GELU()` in an MLP).
+
+
+# %% nbgrader={"grade": false, "grade_id": "wrappers", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+def relu(x) -> Tensor:
+    """max(x, 0) elementwise."""
+    return ReLUFunction.apply(_tensor(x))
+
+
+def sigmoid(x) -> Tensor:
+    """Logistic sigmoid, stable for large |x|."""
+    return SigmoidFunction.apply(_tensor(x))
+
+
+def tanh(x) -> Tensor:
+    """Hyperbolic tangent."""
+    return TanhFunction.apply(_tensor(x))
+
+
+def gelu(x) -> Tensor:
+    """GELU, tanh approximation (PyTorch's `gelu(x, approximate="tanh")`)."""
+    return GELUFunction.apply(_tensor(x))
+
+
+def softmax(x, axis: int = -1) -> Tensor:
+    """Softmax along `axis` (any axis), stable for large inputs."""
+    return SoftmaxFunction.apply(_tensor(x), axis=axis)
+
+
+class Activation:
+    """A parameter-free layer: `layer(x)` is `layer.forward(x)`."""
+
+    def __call__(self, x) -> Tensor:
+        return self.forward(x)
+
+    def parameters(self) -> list:
+        return []
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class ReLU(Activation):
+    def forward(self, x) -> Tensor:
+        return relu(x)
+
+
+class Sigmoid(Activation):
+    def forward(self, x) -> Tensor:
+        return sigmoid(x)
+
+
+class Tanh(Activation):
+    def forward(self, x) -> Tensor:
+        return tanh(x)
+
+
+class GELU(Activation):
+    def forward(self, x) -> Tensor:
+        return gelu(x)
+
+
+class Softmax(Activation):
+    def __init__(self, axis: int = -1):
+        self.axis = axis
+
+    def forward(self, x) -> Tensor:
+        return softmax(x, axis=self.axis)
+
+    def __repr__(self):
+        return f"Softmax(axis={self.axis})"
+
+
+# %% [markdown]
+# ## Try it
+
+# %%
+x = Tensor([-3.0, -0.5, 0.0, 0.5, 3.0])
+print(relu(x), sigmoid(x), gelu(x), softmax(x), sep="\n")
+
+# %% [markdown]
+# ## Tests
+# Each graded cell defines a test and calls it.
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-pointwise", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_pointwise_values():
+    x = np.array([-2.0, -0.5, 0.0, 0.5, 2.0], dtype=np.float32)
+    np.testing.assert_array_equal(relu(x).data, [0, 0, 0, 0.5, 2])
+    np.testing.assert_allclose(sigmoid(x).data, 1 / (1 + np.exp(-x)), rtol=1e-6)
+    np.testing.assert_allclose(tanh(x).data, np.tanh(x), rtol=1e-6)
+    big = sigmoid(np.array([-1000.0, 1000.0], dtype=np.float32)).data
+    np.testing.assert_array_equal(big, [0.0, 1.0])
+    assert sigmoid(x).dtype == np.float32
+
+
+test_pointwise_values()
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-gelu", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_gelu_value_and_slope():
+    x = np.array([-1.0, 0.0, 1.0, 3.0])
+    want = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    np.testing.assert_allclose(gelu(x).data, want, rtol=1e-6, atol=1e-7)
+    fn = GELUFunction()
+    fn.forward(np.array([0.0]))
+    np.testing.assert_allclose(fn.backward(np.array([1.0]))[0], [0.5])  # slope at 0 is 1/2
+
+
+test_gelu_value_and_slope()
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-softmax", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+def test_softmax_rows_and_stability():
+    x = np.array([[1.0, 2.0, 3.0], [1e4, 1e4, 0.0]], dtype=np.float32)
+    s = softmax(x).data
+    np.testing.assert_allclose(s.sum(axis=-1), [1.0, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(s[1], [0.5, 0.5, 0.0], atol=1e-7)
+    np.testing.assert_allclose(softmax(x, axis=0).data.sum(axis=0), np.ones(3), rtol=1e-6)
+    fn = SoftmaxFunction()
+    out = fn.forward(np.array([0.3, -1.0, 2.0]))
+    (g,) = fn.backward(np.ones(3))  # softmax sums to 1, so a uniform gradient vanishes
+    np.testing.assert_allclose(g, np.zeros(3), atol=1e-12)
+    assert out.argmax() == 2
+
+
+test_softmax_rows_and_stability()
