@@ -39,14 +39,16 @@ def show_scaling(summary: dict) -> None:
 
     table = _table(
         "parameter scaling: course formula 12·L·d² + V·d against the exact count",
-        "model", "L", "d", "H", "course formula", "exact formula", "built", "formula off by",
+        "model", "L", "d", "course", "exact", "built = exact", "course off by",
     )  # fmt: skip
     for r in summary["parameter_scaling"]:
-        built = f"{r['built_count']:,}" if r["built_count"] else "formula only"
+        built = r["built_count"]
+        check = (
+            "-" if built is None else ("yes" if built == r["exact_formula"] else f"NO {built:,}")
+        )
         table.add_row(
-            r["name"], str(r["num_layers"]), str(r["embed_dim"]), str(r["num_heads"]),
-            human_count(r["course_formula"]), f"{r['exact_formula']:,}", built,
-            f"{r['course_error']:+.1%}",
+            r["name"], str(r["num_layers"]), str(r["embed_dim"]), human_count(r["course_formula"]),
+            f"{r['exact_formula']:,}", check, f"{r['course_error']:+.1%}",
         )  # fmt: skip
     console.print(table)
 
@@ -62,10 +64,15 @@ def show_scaling(summary: dict) -> None:
         )  # fmt: skip
     console.print(table)
 
-    table = _table("KV cache per token of one sequence: 2·L·d·4 bytes", "model", "bytes/token")
-    for name, size in summary["kv_cache_bytes_per_token"].items():
+    kv = summary["kv_cache_bytes_per_token"]
+    table = _table("KV cache per token of one sequence: 2·L·d·4 bytes", "model", "per token")
+    for name, size in kv["predicted"].items():
         table.add_row(name, human_bytes(size))
     console.print(table)
+    console.print(
+        f"KV cache of this model, measured: {kv['measured_this_model']:,} bytes per token "
+        f"(predicted {kv['predicted']['this model']:,})"
+    )
 
     mem = summary["training_memory"]
     table = _table("training memory of this model (float32)", "part", "measured", "predicted")

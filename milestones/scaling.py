@@ -93,13 +93,12 @@ def kv_cache_bytes_per_token(c: GPTConfig) -> int:
     return 2 * c.num_layers * c.embed_dim * FLOAT_BYTES
 
 
-def measured_kv_bytes_per_token(model: GPT) -> int:
-    """Bytes the model's KV cache allocates for one sequence, divided by its length."""
-    cache = model.new_cache()
+def measured_kv_bytes_per_token(model: GPT, tokens: int = 8) -> float:
+    """Bytes the model's KV caches hold after reading `tokens` tokens of one sequence, per token."""
+    caches = model.new_cache()  # one KVCache per block
     with no_grad():
-        model(Tensor(np.zeros((1, 1), dtype=np.int64)), cache=cache)
-    held = sum(layer.k.nbytes + layer.v.nbytes for layer in cache.layers)
-    return held // model.max_seq_len
+        model(Tensor(np.zeros((1, tokens), dtype=np.int64)), cache=caches)
+    return sum(c.k.nbytes + c.v.nbytes for c in caches) / tokens
 
 
 def training_memory(config: GPTConfig, batch: int, measured: dict[str, int]) -> dict:

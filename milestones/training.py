@@ -8,7 +8,6 @@ a run resumed from step k ends with the same weights as one that was never inter
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from collections.abc import Callable
@@ -97,16 +96,14 @@ def _set_rng(extra: dict) -> None:
 
 
 def save(path: Path, model, optimizer, step: int, meta: dict, history: History) -> None:
-    """Write the checkpoint atomically: a temporary file first, then one rename."""
+    """Write the checkpoint (save_checkpoint writes a temporary file, then renames it)."""
     extra = {
         META_KEY: np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8),
         "history_train": np.asarray(history.train, dtype=np.float64),
         "history_val": np.asarray(history.val, dtype=np.float64).reshape(-1, 2),
         **_rng_arrays(),
     }
-    tmp = path.with_name(path.stem + ".tmp.npz")
-    save_checkpoint(tmp, model, optimizer, step=step, extra=extra)
-    os.replace(tmp, path)
+    save_checkpoint(path, model, optimizer, step=step, extra=extra)
 
 
 def read_meta(path: Path) -> dict:
