@@ -40,6 +40,7 @@ from tito.grading import autograde_preprocessors
 c = get_config()  # noqa: F821 - provided by traitlets when it loads this file
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.course_id = "{course_id}"
+c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")  # unused offline; kept local
 # Every graded cell runs in a fresh {kernel} kernel; a cell that runs longer is stopped and
 # scored 0, and grading goes on with the next cell and the next student.
 c.Execute.kernel_name = "{kernel}"

@@ -23,11 +23,18 @@ PARTIAL = {
     1: ("matmul", {"test-matmul"}),
     13: ("layernorm", {"test-layernorm", "test-layernorm-grad"}),
 }
+# the looping and broken submissions are only in module 01's course (the cheapest to grade)
+ONLY_01 = pytest.mark.parametrize("course", [1], indirect=True, ids=["module01"])
 TIMEOUT = 5  # seconds per cell; the looping submission costs this once per cell that loops
 
 
 def tito(*args) -> Result:
     return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def said(result: Result) -> str:
+    """The output with rich's line wrapping undone."""
+    return " ".join(result.output.split())
 
 
 def cell_by_id(nb, grade_id: str):
@@ -181,30 +188,28 @@ def test_feedback_is_written_per_student(course: Course):
     assert (html / f"{course.module.slug}.html").read_text().count("<html") == 1
 
 
+@ONLY_01
 def test_infinite_loop_times_out_and_others_are_graded(course: Course):
-    if course.module.number != 1:
-        return  # the looping and broken submissions exist in module 01's course only
     rows = course.scores.rows
     assert rows["looping"]["test-matmul"] == 0
     assert rows["looping"]["test-arithmetic"] == 2 and rows["looping"]["test-reductions"] == 2
     assert {"reference", "untouched", "partial", "noisy", "looping"} <= set(rows)
 
 
+@ONLY_01
 def test_malformed_submission_is_reported_and_the_rest_graded(course: Course):
-    if course.module.number != 1:
-        return
     assert course.autograde.exit_code == 1
-    assert "broken" in course.autograde.output and "not a valid notebook" in course.autograde.output
-    assert "1 of 6 submission(s) could not be graded" in course.autograde.output
+    assert "broken" in said(course.autograde) and "not a valid notebook" in said(course.autograde)
+    assert "1 of 6 submission(s) could not be graded" in said(course.autograde)
     assert "broken" not in course.scores.rows
 
 
 def test_bad_input_reads_as_one_clear_line(course: Course, tmp_path: Path):
     done = tito("grade", "autograde", course.module.number, "--course", course.path,
                 "--student", "nobody")  # fmt: skip
-    assert done.exit_code == 1 and "no submission from 'nobody'" in done.output
+    assert done.exit_code == 1 and "no submission from 'nobody'" in said(done)
     done = tito("grade", "autograde", 99, "--course", course.path)
-    assert done.exit_code == 1 and "unknown module '99'" in done.output
+    assert done.exit_code == 1 and "unknown module '99'" in said(done)
     done = tito("grade", "generate", course.module.number, "--course", tmp_path)
-    assert done.exit_code == 1 and "not a tito course folder" in done.output
-    assert "Traceback" not in done.output
+    assert done.exit_code == 1 and "not a tito course folder" in said(done)
+    assert "Traceback" not in said(done)
