@@ -7,11 +7,9 @@ from tinytorch.models.transformer import (  # noqa: F401
     PRESETS,
     DecoderBlock,
     GPTConfig,
-    KVCache,
     Seq2SeqTransformer,
     TransformerBlock,
     TransformerEncoder,
-    causal_mask,
     count_parameters,
     estimate_memory,
     estimate_parameters,
@@ -22,3 +20,8 @@ from tinytorch.models.transformer import (  # noqa: F401
 )
 from tinytorch.nn.feedforward import MLP  # noqa: F401
 from tinytorch.nn.normalization import LayerNorm  # noqa: F401
+
+__all__ = ["GPT", "GPTConfig", "PRESETS", "TransformerBlock", "LayerNorm", "MLP",
+           "DecoderBlock", "TransformerEncoder", "Seq2SeqTransformer",
+           "count_parameters", "estimate_parameters", "estimate_memory", "save_model",
+           "load_model", "to_torch_state_dict", "load_torch_state_dict"]  # fmt: skip

@@ -7,14 +7,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tinytorch.core.attention import MultiHeadAttention
+from tinytorch.core.attention import KVCache, MultiHeadAttention, causal_mask
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding
-from tinytorch.text.embeddings import token_ids_array
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.nn.feedforward import MLP
 from tinytorch.nn.normalization import LayerNorm
+from tinytorch.text.embeddings import token_ids_array
 
 
 def _check_heads(embed_dim: int, num_heads: int) -> None:
@@ -23,20 +23,6 @@ def _check_heads(embed_dim: int, num_heads: int) -> None:
             f"embed_dim={embed_dim} must be divisible by num_heads={num_heads} so every head gets "
             f"embed_dim // num_heads features; choose e.g. num_heads in "
             f"{[h for h in (1, 2, 4, 6, 8, 12, 16) if embed_dim % h == 0]}"
-        )
-
-
-def _check_mask(mask, batch: int, heads: int, t_q: int, t_k: int) -> None:
-    if mask is None:
-        return
-    shape = np.shape(mask.data if isinstance(mask, Tensor) else mask)
-    scores = (batch, heads, t_q, t_k)
-    ok = len(shape) <= 4 and all(m in (1, s) for m, s in zip(shape[::-1], scores[::-1]))
-    if not ok:
-        raise ShapeError(
-            f"attention mask of shape {shape} does not broadcast to the attention scores "
-            f"(batch, heads, T_q, T_k) = {scores}; pass an additive ({t_q}, {t_k}) mask "
-            "(0 = attend, -inf = block), e.g. GPT._create_causal_mask"
         )
 
 
@@ -55,14 +41,12 @@ class TransformerBlock(Module):
         self.norm_first = norm_first
 
     def forward(self, x, mask=None, cache=None):
-        """(B, T, C) -> (B, T, C). `mask` is additive; `cache` holds past keys/values."""
-        past = 0 if cache is None else cache.length
-        _check_mask(mask, x.shape[0], self.attention.num_heads, x.shape[1], past + x.shape[1])
+        """(B, T, C) -> (B, T, C). `mask` is additive; `cache` is this block's KVCache."""
         if self.norm_first:
-            x = x + self.attention(self.ln1(x), mask=mask, cache=cache)  # (B, T, C)
+            x = x + self.attention(self.ln1(x), mask, cache=cache)  # (B, T, C)
             x = x + self.mlp(self.ln2(x))
         else:
-            x = self.ln1(x + self.attention(x, mask=mask, cache=cache))
+            x = self.ln1(x + self.attention(x, mask, cache=cache))
             x = self.ln2(x + self.mlp(x))
         return x
 
@@ -98,15 +82,15 @@ def init_gpt2_weights(model: Module, num_layers: int, std: float = 0.02) -> None
     each block adds two of them, so the stream's variance stays O(1) however deep the stack.
     """
     residual_std = std / np.sqrt(2 * num_layers)
+    rng = np.random.default_rng(np.random.randint(2**31))  # seeded by np.random.seed, but faster
     for name, p in model.named_parameters():
         if name.endswith((".gamma", ".beta")):
             continue
         if name.endswith(".bias"):
             p.data[...] = 0
-        elif name.endswith(("out_proj.weight", "linear2.weight")):
-            p.data[...] = np.random.normal(0.0, residual_std, p.shape)
-        else:
-            p.data[...] = np.random.normal(0.0, std, p.shape)
+            continue
+        rng.standard_normal(out=p.data, dtype=p.dtype)  # fills in place, no float64 copy
+        p.data *= residual_std if name.endswith(("out_proj.weight", "linear2.weight")) else std
 
 
 def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng) -> np.ndarray:
@@ -134,7 +118,9 @@ def _check_generate_args(max_new_tokens, temperature, top_k, vocab_size, stop_to
     if top_k is not None and (not isinstance(top_k, (int, np.integer)) or top_k < 1):
         raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
     if stop_token is not None and not 0 <= stop_token < vocab_size:
-        raise ValueError(f"stop_token must be a token id in [0, {vocab_size - 1}], got {stop_token}")
+        raise ValueError(
+            f"stop_token must be a token id in [0, {vocab_size - 1}], got {stop_token}"
+        )
 
 
 def token_ids_2d(tokens, vocab_size: int) -> np.ndarray:
@@ -146,46 +132,6 @@ def token_ids_2d(tokens, vocab_size: int) -> np.ndarray:
             "for a single sequence add a batch axis, e.g. tokens[None]"
         )
     return ids
-
-
-def causal_mask(seq_len: int, past: int = 0) -> Tensor:
-    """Additive mask (seq_len, past + seq_len): 0 where query i may see key j, -inf after."""
-    return Tensor(np.triu(np.full((seq_len, past + seq_len), -np.inf), k=past + 1))
-
-
-class LayerCache:
-    """Keys and values (B, H, T, D) of the positions one attention layer has seen so far."""
-
-    def __init__(self, max_len: int):
-        self.max_len, self.length, self.k, self.v = max_len, 0, None, None
-
-    def append(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Store new keys/values after the old ones; return all of them (views, no copy)."""
-        end = self.length + k.shape[2]
-        if self.k is None or self.k.shape[:2] != k.shape[:2]:
-            shape = (*k.shape[:2], self.max_len, k.shape[3])  # preallocated once: (B, H, max, D)
-            self.k, self.v = np.empty(shape, k.dtype), np.empty(shape, v.dtype)
-        self.k[:, :, self.length : end], self.v[:, :, self.length : end] = k, v
-        self.length = end
-        return self.k[:, :, :end], self.v[:, :, :end]
-
-    def clear(self) -> None:
-        self.length = 0
-
-
-class KVCache:
-    """One LayerCache per block, for generating one position at a time."""
-
-    def __init__(self, num_layers: int, max_len: int):
-        self.layers = [LayerCache(max_len) for _ in range(num_layers)]
-
-    @property
-    def length(self) -> int:
-        return self.layers[0].length
-
-    def clear(self) -> None:
-        for layer in self.layers:
-            layer.clear()
 
 
 class GPT(Module):
@@ -234,14 +180,15 @@ class GPT(Module):
             config = PRESETS[config]
         return cls(**asdict(config))
 
-    def new_cache(self) -> KVCache:
-        return KVCache(len(self.blocks), self.max_seq_len)
+    def new_cache(self) -> list[KVCache]:
+        """One empty KVCache per block, for `forward(tokens, cache=...)`."""
+        return [KVCache() for _ in self.blocks]
 
-    def forward(self, tokens, cache: KVCache | None = None):
-        """Logits (B, T, vocab_size). With `cache`, `tokens` continue the cached positions."""
+    def forward(self, tokens, cache: list[KVCache] | None = None):
+        """Logits (B, T, vocab_size). With `cache` (new_cache()), tokens continue its positions."""
         ids = token_ids_2d(tokens, self.vocab_size)
         batch, seq_len = ids.shape
-        past = 0 if cache is None else cache.length
+        past = 0 if cache is None else len(cache[0])
         if past + seq_len > self.max_seq_len:
             raise ShapeError(
                 f"sequence of {past + seq_len} positions exceeds max_seq_len={self.max_seq_len}; "
@@ -251,23 +198,24 @@ class GPT(Module):
         x = self.token_embedding(ids) + self.position_embedding(positions)  # (B, T, C)
         mask = self._create_causal_mask(seq_len, past)  # (T, past + T)
         for i, block in enumerate(self.blocks):
-            x = block(x, mask=mask, cache=None if cache is None else cache.layers[i])
+            x = block(x, mask=mask, cache=None if cache is None else cache[i])
         x = self.ln_f(x)  # (B, T, C)
         if self.lm_head is None:
             return x @ self.token_embedding.weight.T  # (B, T, vocab_size), tied weights
         return self.lm_head(x)  # (B, T, vocab_size)
 
     def _create_causal_mask(self, seq_len: int, past: int = 0) -> Tensor:
-        """The additive causal mask (seq_len, past + seq_len); see `causal_mask`."""
-        return causal_mask(seq_len, past)
+        """Additive mask (seq_len, past + seq_len): 0 where query i may see key j, -inf after."""
+        return Tensor(np.triu(np.full((seq_len, past + seq_len), -np.inf), k=past + 1))
 
-    def _last_logits(self, tokens: np.ndarray, cache: KVCache | None) -> np.ndarray:
-        """Logits (B, V) for the next position, reusing `cache` while the context still fits."""
+    def _last_logits(self, tokens: np.ndarray, cache: list[KVCache] | None) -> np.ndarray:
+        """Logits (B, V) for the next position, extending `cache` while the context fits."""
         window = tokens[:, -self.max_seq_len :]  # learned positions stop at max_seq_len
         if cache is None:
             return self.forward(window).data[:, -1]
-        if cache.length != tokens.shape[1] - 1 or cache.length >= self.max_seq_len:
-            cache.clear()  # first step, or the window slid and every position moved: refill
+        past = len(cache[0])
+        if past != tokens.shape[1] - 1 or past >= self.max_seq_len:
+            cache[:] = self.new_cache()  # the window slid and every position moved: refill
             return self.forward(window, cache=cache).data[:, -1]
         return self.forward(tokens[:, -1:], cache=cache).data[:, -1]  # one new position
 
@@ -371,13 +319,20 @@ def estimate_memory(config: GPTConfig, batch_size: int, seq_len: int) -> dict[st
     b, t, c, n = batch_size, seq_len, config.embed_dim, config.num_layers
     h, d = config.num_heads, config.embed_dim // config.num_heads
     hidden = int(c * config.mlp_ratio)
-    attention = 2 * b * h * t * t * 4 * n  # scores and softmax weights, every layer
-    # per block the graph keeps about 10 (B, T, C) arrays (norms, q, k, v, residuals) and
-    # 2 (B, T, hidden) ones (MLP before and after GELU); plus embeddings and logits
-    activations = 4 * n * b * t * (10 * c + 2 * hidden) + 4 * b * t * (2 * c + config.vocab_size)
-    return {"weights": 4 * params, "gradients": 4 * params, "adam": 8 * params,
-            "activations": activations + attention, "attention": attention,
-            "kv_cache": 2 * n * b * h * t * d * 4}  # fmt: skip
+    attention = b * h * t * t * 4  # one layer's (B, H, T, T) attention matrix
+    # per block the graph keeps about 10 (B, T, C) arrays (norms, q, k, v, residuals), 2
+    # (B, T, hidden) ones (MLP before and after GELU) and 2 attention matrices (scores and
+    # softmax); plus the embeddings and the logits
+    per_block = 4 * b * t * (10 * c + 2 * hidden) + 2 * attention
+    activations = n * per_block + 4 * b * t * (2 * c + config.vocab_size)
+    return {
+        "weights": 4 * params,
+        "gradients": 4 * params,
+        "adam": 8 * params,
+        "activations": activations,
+        "attention": attention,
+        "kv_cache": 2 * n * b * h * t * d * 4,  # keys and values of every layer
+    }
 
 
 class DecoderBlock(Module):
@@ -393,7 +348,7 @@ class DecoderBlock(Module):
         self.ln2 = LayerNorm(embed_dim)
 
     def forward(self, x, memory, mask=None, memory_mask=None):
-        x = x + self.self_attention(self.ln1(x), mask=mask)  # (B, T, C)
+        x = x + self.self_attention(self.ln1(x), mask)  # (B, T, C)
         q = self.ln_cross(x)
         x = x + self.cross_attention(q, key=memory, value=memory, mask=memory_mask)  # (B, T, C)
         return x + self.mlp(self.ln2(x))

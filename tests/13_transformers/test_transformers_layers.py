@@ -1,0 +1,141 @@
+"""LayerNorm, MLP and TransformerBlock: statistics, finite differences, PyTorch, errors."""
+
+import numpy as np
+import pytest
+import torch
+from fdcheck import check_function, check_graph
+
+from tinytorch.core.attention import causal_mask
+from tinytorch.core.tensor import ShapeError, Tensor, precision
+from tinytorch.core.transformer import TransformerBlock
+from tinytorch.nn import MLP, LayerNorm
+from tinytorch.nn.normalization import LayerNormFunction
+
+
+def test_layernorm_seed_example_mean_zero_std_one(rng):
+    ln = LayerNorm(512)
+    x = Tensor(rng.normal(2.0, 3.0, (2, 10, 512)))
+    y = ln.forward(x)
+    assert y.shape == (2, 10, 512) and y.dtype == np.float32
+    np.testing.assert_allclose(y.data.mean(axis=-1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(y.data.std(axis=-1), 1.0, atol=1e-4)
+    assert abs(y.mean().item()) < 1e-5 and abs(y.std().item() - 1) < 1e-4
+    assert ln.gamma.shape == (512,) and ln.beta.shape == (512,)
+    assert [p is q for p, q in zip(ln.parameters(), [ln.gamma, ln.beta])] == [True, True]
+
+
+def test_layernorm_matches_torch_with_learned_affine(rng):
+    x = rng.normal(size=(3, 7, 16))
+    gamma, beta = rng.normal(size=16), rng.normal(size=16)
+    ln = LayerNorm(16)
+    ln.gamma.data[:], ln.beta.data[:] = gamma, beta
+    xt = Tensor(x, requires_grad=True)
+    out = ln(xt)
+    weight = rng.normal(size=out.shape)
+    (out * Tensor(weight)).sum().backward()
+
+    ref = torch.nn.LayerNorm(16).double()
+    with torch.no_grad():
+        ref.weight.copy_(torch.from_numpy(gamma))
+        ref.bias.copy_(torch.from_numpy(beta))
+    xr = torch.tensor(x, requires_grad=True)
+    ref_out = ref(xr)
+    (ref_out * torch.from_numpy(weight)).sum().backward()
+    np.testing.assert_allclose(out.data, ref_out.detach().numpy(), atol=2e-5)
+    np.testing.assert_allclose(xt.grad, xr.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ln.gamma.grad, ref.weight.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ln.beta.grad, ref.bias.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_layernorm_function_passes_finite_differences(rng):
+    x = rng.normal(size=(2, 3, 6))
+    check_function(LayerNormFunction, x, rng.normal(size=6), rng.normal(size=6))
+    check_function(LayerNormFunction, x * 1e-3, np.ones(6), np.zeros(6), kwargs={"eps": 1e-5})
+
+
+def test_layernorm_skips_gradients_nobody_needs(rng):
+    fn = LayerNormFunction()
+    fn.needs_grad = (True, False, False)
+    fn.forward(rng.normal(size=(4, 5)), np.ones(5), np.zeros(5))
+    gx, gg, gb = fn.backward(np.ones((4, 5)))
+    assert gx.shape == (4, 5) and gg is None and gb is None
+
+
+def test_layernorm_rejects_wrong_feature_size():
+    with pytest.raises(ShapeError, match=r"LayerNorm\(8\).*\(2, 5\).*8 features"):
+        LayerNorm(8)(Tensor(np.ones((2, 5))))
+
+
+def test_mlp_expands_four_times_and_keeps_shape(rng):
+    mlp = MLP(embed_dim=512)
+    assert mlp.linear1.weight.shape == (512, 2048) and mlp.linear2.weight.shape == (2048, 512)
+    x = Tensor(rng.normal(size=(2, 10, 512)))
+    assert mlp.forward(x).shape == (2, 10, 512)
+    assert MLP(embed_dim=512, hidden_dim=1000).linear1.weight.shape == (512, 1000)
+
+
+def test_mlp_applies_gelu_between_the_linears(rng):
+    mlp = MLP(8, hidden_dim=12)
+    x = rng.normal(size=(3, 8)).astype(np.float32)
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 12), torch.nn.GELU("tanh"), torch.nn.Linear(12, 8))
+    with torch.no_grad():
+        ref[0].weight.copy_(torch.from_numpy(mlp.linear1.weight.data.T.copy()))
+        ref[0].bias.copy_(torch.from_numpy(mlp.linear1.bias.data))
+        ref[2].weight.copy_(torch.from_numpy(mlp.linear2.weight.data.T.copy()))
+        ref[2].bias.copy_(torch.from_numpy(mlp.linear2.bias.data))
+    np.testing.assert_allclose(mlp(Tensor(x)).data, ref(torch.from_numpy(x)).detach(), atol=1e-5)
+
+
+def test_mlp_gradients_pass_finite_differences(rng):
+    with precision(np.float64):
+        mlp = MLP(4, hidden_dim=6)
+
+    def build(x, w1, b2):
+        mlp.linear1.weight, mlp.linear2.bias = w1, b2
+        return mlp(x)
+
+    check_graph(build, rng.normal(size=(2, 3, 4)), rng.normal(size=(4, 6)), rng.normal(size=4))
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_block_gradients_pass_finite_differences(rng, norm_first):
+    with precision(np.float64):
+        block = TransformerBlock(embed_dim=4, num_heads=2, mlp_ratio=2, norm_first=norm_first)
+    mask = causal_mask(3)
+
+    def build(x, wq, gamma1, w2):
+        block.attention.q_proj.weight, block.ln1.gamma, block.mlp.linear2.weight = wq, gamma1, w2
+        return block(x, mask=mask)
+
+    args = [rng.normal(size=(2, 3, 4)), rng.normal(size=(4, 4)), 1 + rng.normal(size=4) * 0.1]
+    check_graph(build, *args, rng.normal(size=(8, 4)), rtol=1e-4, atol=1e-6)
+
+
+def test_block_seed_example_and_architecture(rng):
+    block = TransformerBlock(embed_dim=512, num_heads=8, mlp_ratio=4)
+    x = Tensor(rng.normal(size=(2, 10, 512)))
+    mask = Tensor(np.triu(np.ones((10, 10)) * -np.inf, k=1))
+    assert block.forward(x, mask=mask).shape == (2, 10, 512)
+    assert block.mlp.linear1.weight.shape == (512, 2048)
+    assert {"attention", "ln1", "mlp", "ln2"} <= set(vars(block))
+
+
+def test_block_residual_path_carries_input_when_sublayers_are_zero(rng):
+    block = TransformerBlock(embed_dim=8, num_heads=2)
+    block.attention.out_proj.weight.data[:] = 0
+    block.attention.out_proj.bias.data[:] = 0
+    block.mlp.linear2.weight.data[:] = 0
+    block.mlp.linear2.bias.data[:] = 0
+    x = rng.normal(size=(2, 5, 8)).astype(np.float32)
+    np.testing.assert_array_equal(block(Tensor(x)).data, x)  # pre-norm: x + 0 + 0
+    block.norm_first = False  # post-norm normalises the sum instead
+    np.testing.assert_allclose(block(Tensor(x)).data.std(axis=-1), 1.0, atol=1e-3)
+
+
+def test_block_rejects_bad_heads_and_masks(rng):
+    with pytest.raises(ValueError, match=r"embed_dim=10 must be divisible by num_heads=4"):
+        TransformerBlock(embed_dim=10, num_heads=4)
+    block = TransformerBlock(embed_dim=8, num_heads=2)
+    x = Tensor(rng.normal(size=(2, 5, 8)))
+    with pytest.raises(ShapeError, match=r"mask of shape \(4, 4\).*\(2, 2, 5, 5\)"):
+        block(x, mask=np.zeros((4, 4)))
