@@ -5,14 +5,11 @@ import pytest
 
 from tinytorch.core.activations import Tanh
 from tinytorch.core.layers import Linear, Module
+from tinytorch.core.losses import MSELoss
 from tinytorch.core.optimizers import SGD, Adam, AdamW
-from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import load_checkpoint, save_checkpoint, seed_everything, train_step
 
-
-def mse(pred, target):
-    diff = pred - Tensor(target)
-    return (diff * diff).mean()
+mse = MSELoss()
 
 
 class MLP(Module):

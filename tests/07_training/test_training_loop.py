@@ -7,14 +7,11 @@ import pytest
 
 from tinytorch.core.activations import Tanh
 from tinytorch.core.layers import Linear, Module
+from tinytorch.core.losses import CrossEntropyLoss, MSELoss
 from tinytorch.core.optimizers import SGD, Adam, AdamW
-from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import CosineSchedule, Trainer, seed_everything, train_step
 
-
-def mse(pred, target):
-    diff = pred - Tensor(target)
-    return (diff * diff).mean()
+mse = MSELoss()
 
 
 class MLP(Module):
@@ -131,3 +128,23 @@ def test_seed_everything_reproduces_init_and_random():
     assert ra == rb
     with pytest.raises(ValueError, match="seed must be an integer"):
         seed_everything(-1)
+
+
+def test_classifier_trains_with_cross_entropy_and_clipping():
+    rng = np.random.default_rng(8)
+    centers = np.array([[2, 0], [-2, 0], [0, 2]], dtype=np.float32)
+    labels = rng.integers(0, 3, size=120)
+    x = (centers[labels] + 0.3 * rng.standard_normal((120, 2))).astype(np.float32)
+    seed_everything(8)
+    model = Linear(2, 3)
+    trainer = Trainer(
+        model,
+        CrossEntropyLoss(),
+        AdamW(model.parameters(), lr=0.1),
+        CosineSchedule(0.1, 5, 60),
+        1.0,
+    )
+    for _ in range(60):
+        trainer.step(x, labels)
+    accuracy = np.mean(model(x).data.argmax(axis=-1) == labels)
+    assert accuracy > 0.95 and trainer.history[-1] < 0.3 * trainer.history[0]
