@@ -31,7 +31,7 @@ def test_small_gpt_drives_the_loss_below_half():
     assert first > 2.0 and last < 0.5
     prompt = np.array([[chars.index(c) for c in "the cat "]])
     out = gpt.generate(prompt, max_new_tokens=16, temperature=0)
-    assert "".join(chars[i] for i in out[0]) == "the cat sat on the mat. the "
+    assert "".join(chars[i] for i in out[0]) == TEXT[:24]
 
 
 def test_encoder_decoder_learns_to_reverse():
