@@ -131,16 +131,34 @@ class GELUFunction(Function):
 
     def forward(self, x):
         ### BEGIN SOLUTION
-        t = np.tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x))
+        # u = x * (s + s*c*x²), built in one buffer: large activations make temporaries costly
+        t = x * x
+        t *= GELU_SCALE * GELU_CUBIC
+        t += GELU_SCALE
+        t *= x
+        np.tanh(t, out=t)
         self.x, self.t = x, t
-        return 0.5 * x * (1 + t)
+        out = t + 1
+        out *= x
+        out *= 0.5
+        return out
         ### END SOLUTION
 
     def backward(self, grad):
         ### BEGIN SOLUTION
         x, t = self.x, self.t
-        du = GELU_SCALE * (1 + 3 * GELU_CUBIC * x * x)
-        return (grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du),)
+        du = x * x  # du/dx = s * (1 + 3c x²)
+        du *= 3 * GELU_SCALE * GELU_CUBIC
+        du += GELU_SCALE
+        slope = t * t  # slope = ½(1 + t) + ½ x (1 − t²) du
+        np.subtract(1, slope, out=slope)
+        slope *= du
+        slope *= x
+        slope += t
+        slope += 1
+        slope *= 0.5
+        slope *= grad
+        return (slope,)
         ### END SOLUTION
 
 
@@ -181,7 +199,9 @@ class SoftmaxFunction(Function):
     def backward(self, grad):
         ### BEGIN SOLUTION
         s = self.out
-        return (s * (grad - (grad * s).sum(axis=self.axis, keepdims=True)),)
+        out = grad - (grad * s).sum(axis=self.axis, keepdims=True)
+        out *= s
+        return (out,)
         ### END SOLUTION
 
 

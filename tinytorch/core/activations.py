@@ -54,14 +54,32 @@ class GELUFunction(Function):
     """GELU, tanh approximation (GPT-2's), in forward and backward alike."""
 
     def forward(self, x):
-        t = np.tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x))
+        # u = x * (s + s*c*x²), built in one buffer: large activations make temporaries costly
+        t = x * x
+        t *= GELU_SCALE * GELU_CUBIC
+        t += GELU_SCALE
+        t *= x
+        np.tanh(t, out=t)
         self.x, self.t = x, t
-        return 0.5 * x * (1 + t)
+        out = t + 1
+        out *= x
+        out *= 0.5
+        return out
 
     def backward(self, grad):
         x, t = self.x, self.t
-        du = GELU_SCALE * (1 + 3 * GELU_CUBIC * x * x)
-        return (grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du),)
+        du = x * x  # du/dx = s * (1 + 3c x²)
+        du *= 3 * GELU_SCALE * GELU_CUBIC
+        du += GELU_SCALE
+        slope = t * t  # slope = ½(1 + t) + ½ x (1 − t²) du
+        np.subtract(1, slope, out=slope)
+        slope *= du
+        slope *= x
+        slope += t
+        slope += 1
+        slope *= 0.5
+        slope *= grad
+        return (slope,)
 
 
 def _check_axis(axis, ndim: int, name: str) -> int:
@@ -88,7 +106,9 @@ class SoftmaxFunction(Function):
 
     def backward(self, grad):
         s = self.out
-        return (s * (grad - (grad * s).sum(axis=self.axis, keepdims=True)),)
+        out = grad - (grad * s).sum(axis=self.axis, keepdims=True)
+        out *= s
+        return (out,)
 
 
 def relu(x) -> Tensor:
