@@ -27,10 +27,9 @@ def _child(impl: str, config: str, steps: int) -> None:
     cfg = CONFIGS[config]
     if impl == "tinytorch":
         limit_threads(with_torch=False)
+        from benchmarks.common import TinyTrainer as Trainer
         from tinytorch.core.optimizers import AdamW  # noqa: F401 - part of the baseline
         from tinytorch.models.transformer import GPT
-
-        from benchmarks.common import TinyTrainer as Trainer
 
         make = lambda: GPT(**cfg.gpt_kwargs())  # noqa: E731
     else:

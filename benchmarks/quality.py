@@ -46,8 +46,8 @@ def _val_loss(name: str, model, val: np.ndarray, context: int, batch: int) -> fl
         else:
             with torch.no_grad():
                 logits = model(torch.from_numpy(x))
-                loss = float(torch.nn.functional.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]), torch.from_numpy(y).reshape(-1)))  # fmt: skip
+                flat, target = logits.reshape(-1, logits.shape[-1]), torch.from_numpy(y).reshape(-1)
+                loss = float(torch.nn.functional.cross_entropy(flat, target))
         total += loss * len(x)
     return total / len(starts)
 
@@ -88,3 +88,15 @@ def quality_run(steps: int, eval_every: int = 500, progress=None) -> dict:
             "optimizer": "AdamW lr=1e-3 betas=(0.9, 0.999) eps=1e-8 weight_decay=0.01",
             "val_loss": {n: final[n] for n in trainers}, "wall_s": seconds,
             "val_loss_gap": final["tinytorch"] - final["torch"], "curve": curve}  # fmt: skip
+
+
+if __name__ == "__main__":  # the quality run alone: python -m benchmarks.quality STEPS OUT.json
+    import json
+    import sys
+
+    from benchmarks.common import limit_threads
+
+    limit_threads()
+    result = quality_run(int(sys.argv[1]), progress=lambda row, s: print(row, s, flush=True))
+    Path(sys.argv[2]).write_text(json.dumps(result, indent=1) + "\n")
+    print(result["val_loss"], result["wall_s"], flush=True)

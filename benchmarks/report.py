@@ -62,8 +62,8 @@ def rows(results: dict) -> list[dict]:
             add(config, "train step ms", _time(tr["tinytorch"]), _time(tr["torch"]), ratio,
                 f"train_{config}")  # fmt: skip
             tp = r["throughput"]
-            add(config, "train GFLOP/s", f"{tp['tinytorch']['gflops']:.1f}",
-                f"{tp['torch']['gflops']:.1f}", tp["tinytorch"]["gflops"] / tp["torch"]["gflops"])  # fmt: skip
+            ours, ref = tp["tinytorch"]["gflops"], tp["torch"]["gflops"]
+            add(config, "train GFLOP/s", f"{ours:.1f}", f"{ref:.1f}", ours / ref)
             add(config, f"share of numpy matmul ({r['numpy_matmul_gflops']:.1f} GFLOP/s)",
                 f"{tp['tinytorch']['share_of_numpy_matmul']:.0%}",
                 f"{tp['torch']['share_of_numpy_matmul']:.0%}", None)  # fmt: skip

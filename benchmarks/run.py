@@ -14,7 +14,7 @@ from pathlib import Path
 from benchmarks.common import CONFIGS, NEW_TOKENS, blas_info, limit_threads
 
 # (warm-up steps, timed repetitions, generated tokens, generation repetitions, memory steps)
-PLANS = {"quick": (5, 5, 50, 1, 3), "full": (5, 15, NEW_TOKENS, 3, 5)}
+PLANS = {"quick": (5, 5, 32, 1, 2), "full": (5, 10, NEW_TOKENS, 3, 5)}
 
 
 def machine() -> dict:

@@ -1,5 +1,48 @@
-"""tito benchmark (placeholder until its issue lands)."""
+"""tito benchmark: speed, memory and quality of tinytorch against PyTorch on the CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
-app = typer.Typer(help="benchmark commands.", no_args_is_help=True)
+from tito.console import console
+from tito.errors import TitoError
+
+app = typer.Typer(help="Benchmark tinytorch against PyTorch on the CPU.", no_args_is_help=True)
+
+
+@app.command()
+def run(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Small config and few repetitions (under a minute).")
+    ] = False,
+    config: Annotated[
+        str, typer.Option(help="small, medium or all (default: all; small with --quick).")
+    ] = "",
+    out: Annotated[
+        Path | None, typer.Option(help="Write the results as JSON to this file.")
+    ] = None,
+    quality: Annotated[
+        bool, typer.Option("--quality", help="Also train both for 2,000 steps and compare loss.")
+    ] = False,
+) -> None:
+    """Time forward, training step and generation, measure peak memory, print the table."""
+    if config not in ("", "small", "medium", "all"):
+        raise TitoError(f"unknown --config {config!r}", hint="choose small, medium or all")
+    try:
+        import torch  # noqa: F401 - the baseline; not a dependency of the package
+    except ModuleNotFoundError:
+        raise TitoError(
+            "the benchmark compares against PyTorch, which is not installed",
+            hint="pip install torch (CPU build is enough)",
+        ) from None
+    try:
+        from benchmarks.run import benchmark
+    except ModuleNotFoundError:
+        raise TitoError(
+            "the benchmarks/ folder is not importable from here",
+            hint="run tito benchmark from the root of the tinytorch repository",
+        ) from None
+    benchmark(config or None, quick, out, 2000 if quality else 0, console)
