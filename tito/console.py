@@ -10,10 +10,11 @@ console = Console(
 
 
 def ok(message: str) -> None:
-    console.print(f"[ok]ok[/ok] {message}")
+    console.print(f"[ok]ok[/ok] {message}", soft_wrap=True)
 
 
 def fail(message: str, hint: str | None = None) -> None:
-    console.print(f"[bad]error:[/bad] {message}")
+    # soft_wrap: an error stays one line however narrow the terminal (or a test runner) is
+    console.print(f"[bad]error:[/bad] {message}", soft_wrap=True)
     if hint:
-        console.print(f"[note]hint:[/note] {hint}")
+        console.print(f"[note]hint:[/note] {hint}", soft_wrap=True)
