@@ -114,3 +114,37 @@ NOTES = (
     "peak memory = peak RSS (VmHWM; ru_maxrss off Linux) of a child running the training steps "
     "minus that of the same child importing the libraries only.",
 )
+
+
+def markdown(results: dict) -> str:
+    """RESULTS.md from a results JSON: date, machine, BLAS, the table and the notes."""
+    m, blas = results["machine"], results["machine"]["numpy_blas"]
+    lines = [
+        "# tinytorch vs PyTorch on the CPU",
+        "",
+        f"Measured {results['date']} with `python -m benchmarks.run` "
+        f"({'quick' if results['quick'] else 'full'} plan, {results['seconds']:.0f} s).",
+        f"Machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}, numpy {m['numpy']}, "
+        f"torch {m['torch']} (BLAS: {m['torch_blas']}); float32, 2 threads each.",
+        f"numpy BLAS: {blas['internal_api']} {blas['version']}, kernel {blas['kernel']}; "
+        f"OPENBLAS_CORETYPE {blas['OPENBLAS_CORETYPE']}.",
+        f"Load average (1 min) before / after: {results['load_before'][0]:.1f} / "
+        f"{results['load_after'][0]:.1f}.",
+        "",
+        "| config | metric | tinytorch | torch | ratio | must reach | status |",
+        "|---|---|--:|--:|--:|--:|---|",
+    ]
+    for r in results["table"]:
+        status = r["status"].replace("[ok]", "").replace("[/ok]", "")
+        status = status.replace("[bad]", "").replace("[/bad]", "")
+        lines.append(f"| {r['config']} | {r['metric']} | {r['tinytorch']} | {r['torch']} | "
+                     f"{r['ratio']} | {r['target']} | {status} |")  # fmt: skip
+    return "\n".join([*lines, "", *(f"- {note}" for note in NOTES), ""])
+
+
+if __name__ == "__main__":  # python -m benchmarks.report results.json > benchmarks/RESULTS.md
+    import json
+    import sys
+    from pathlib import Path
+
+    print(markdown(json.loads(Path(sys.argv[1]).read_text())), end="")
