@@ -24,6 +24,7 @@ from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import CosineSchedule, clip_grad_norm, seed_everything
 from tinytorch.models.transformer import GPT
 from tito.console import console, ok
+from tito.errors import TitoError
 
 DIGITS, LENGTH = 10, 6
 SEP = DIGITS  # the separator is token 10
@@ -56,12 +57,14 @@ def accuracy(model, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 def run(out: Path, seed: int = 0, steps: int | None = None) -> dict:
+    steps = 500 if steps is None else steps
+    if steps < 1:
+        raise TitoError(f"--steps must be at least 1, got {steps}", hint="e.g. --steps 500")
     prepare_out(out)
-    steps = steps or 500
     seed_everything(seed)
     model = GPT(DIGITS + 1, 64, 2, 4, max_seq_len=2 * LENGTH)
     optimizer = AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
-    schedule = CosineSchedule(3e-3, 20, steps, min_lr=3e-4)
+    schedule = CosineSchedule(3e-3, min(20, steps // 5), steps, min_lr=3e-4)
     test_x, test_y = sequences(np.random.default_rng([seed, 1]), 1000)
     began = time.perf_counter()
     for step in track(range(steps), description="training", console=console):

@@ -232,7 +232,7 @@ def run(opts: Options) -> dict:
         batch_size=config.batch_size,
         context=config.context,
         lr=config.lr,
-        warmup=min(config.warmup, config.steps),
+        warmup=min(config.warmup, config.steps // 5),
         min_lr=config.lr / 10,
         weight_decay=0.01,
         clip=1.0,

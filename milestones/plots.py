@@ -41,7 +41,7 @@ def attention_heatmaps(weights: list[np.ndarray], tokens: list[str], path: Path)
     fig, axes = plt.subplots(
         layers, heads, figsize=(2.2 * heads + 1, 2.2 * layers + 0.5), squeeze=False
     )
-    labels = [repr(t)[1:-1] for t in tokens]
+    labels = ["·" if t == " " else repr(t)[1:-1] for t in tokens]  # show spaces and newlines
     for i, w in enumerate(weights):
         for h in range(heads):
             ax = axes[i][h]
@@ -71,6 +71,8 @@ def scaling_curves(params: list[dict], memory: list[dict], path: Path) -> Path:
     t = [r["context"] for r in memory]
     right.loglog(t, [r["predicted_bytes"] for r in memory], "--", label="B·H·T²·4 predicted")
     right.loglog(t, [r["measured_bytes"] for r in memory], "o", label="last_attention.nbytes")
+    right.set_xticks(t, [str(v) for v in t])
+    right.minorticks_off()
     right.set(xlabel="context length T", ylabel="bytes per layer", title="attention memory")
     right.legend(fontsize=8)
     return _save(fig, path)
