@@ -51,6 +51,7 @@ from tinytorch.core.tensor import Tensor, _GradMode, sum_to_shape
 # pairs: push a node unvisited; when you pop it unvisited, push it again as visited and then push
 # its parents; when you pop it visited, append it to the order.
 
+
 # %% nbgrader={"grade": false, "grade_id": "toposort", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
 def topological_order(root: Tensor) -> list[Tensor]:
@@ -85,6 +86,7 @@ def topological_order(root: Tensor) -> list[Tensor]:
 # requires a gradient, reduce the returned gradient with `sum_to_shape` and add it to the parent's
 # total. Gradients keep the tensor's dtype (a float64 scalar must not turn float32 work into
 # float64). Release `node._ctx` once it has been used.
+
 
 # %% nbgrader={"grade": false, "grade_id": "backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
@@ -133,6 +135,7 @@ def backward(root: Tensor, grad=None) -> None:
 # %% [markdown]
 # ## Switching recording off
 
+
 # %% nbgrader={"grade": false, "grade_id": "no-grad", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export
 class no_grad:
@@ -161,6 +164,7 @@ class no_grad:
 # error of order h². It is slow (two evaluations per input number) but independent of any backward
 # rule, which makes it the referee for every gradient in this course. Run it in float64: in
 # float32 the rounding error of `f` divided by a small `h` swamps the answer.
+
 
 # %% nbgrader={"grade": false, "grade_id": "numerical", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
@@ -197,6 +201,7 @@ print(x.grad[0, 0], 1.5**12)
 # %% [markdown]
 # ## Tests
 
+
 # %% nbgrader={"grade": true, "grade_id": "test-chain-rule", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 def test_chain_rule_and_accumulation():
     a = Tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
@@ -212,6 +217,7 @@ def test_chain_rule_and_accumulation():
 
 test_chain_rule_and_accumulation()
 
+
 # %% nbgrader={"grade": true, "grade_id": "test-toposort", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 def test_topological_order_lists_each_node_once():
     x = Tensor(np.ones(2), requires_grad=True)
@@ -225,6 +231,7 @@ def test_topological_order_lists_each_node_once():
 
 test_topological_order_lists_each_node_once()
 
+
 # %% nbgrader={"grade": true, "grade_id": "test-numerical", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 def test_numerical_gradient():
     x = np.array([0.5, -1.0, 2.0])
@@ -233,6 +240,7 @@ def test_numerical_gradient():
 
 
 test_numerical_gradient()
+
 
 # %% nbgrader={"grade": true, "grade_id": "test-no-grad", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 def test_no_grad():
