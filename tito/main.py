@@ -25,7 +25,7 @@ class HandledGroup(TyperGroup):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
+        except (typer.Exit, click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except TitoError as err:
             if debug_enabled():
