@@ -24,7 +24,7 @@ from traitlets.config.loader import PyFileConfigLoader
 from tito import paths
 from tito.catalog import MODULES, CourseModule
 from tito.errors import TitoError
-from tito.notebooks import BEGIN_HIDDEN, END_HIDDEN, read_notebook, read_source, solution_lines
+from tito.notebooks import read_notebook, read_source, secret_lines
 
 COURSE_ID = "tinytorch"
 CONFIG_NAME = "nbgrader_config.py"
@@ -207,19 +207,6 @@ def generate(course: Path, module: CourseModule) -> Path:
     return release
 
 
-def _hidden_lines(code: str) -> list[str]:
-    lines, inside = [], False
-    for line in code.splitlines():
-        marker = line.strip()
-        if marker == BEGIN_HIDDEN:
-            inside = True
-        elif marker == END_HIDDEN:
-            inside = False
-        elif inside and marker:
-            lines.append(marker)
-    return lines
-
-
 def _file_lines(path: Path) -> set[str]:
     if path.suffix == ".ipynb":
         nb = nbformat.read(path, as_version=4)
@@ -235,25 +222,7 @@ def _file_lines(path: Path) -> set[str]:
 def find_leaks(source: Path, release: Path) -> list[str]:
     """Lines that only stand inside solution or hidden-test regions of the source but do
     appear in some file under release/."""
-    nb = nbformat.read(source, as_version=4)
-    secret: set[str] = set()
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            secret.update(solution_lines(cell.source))
-            secret.update(_hidden_lines(cell.source))
-    public = set()
-    for cell in nb.cells:
-        kept, inside = [], False
-        for line in cell.source.splitlines():
-            marker = line.strip()
-            if "BEGIN SOLUTION" in marker or "BEGIN HIDDEN TESTS" in marker:
-                inside = True
-            elif "END SOLUTION" in marker or "END HIDDEN TESTS" in marker:
-                inside = False
-            elif not inside:
-                kept.append(marker)
-        public.update(kept)
-    secret -= public  # a line that also stands outside the regions is no secret
+    secret = secret_lines(nbformat.read(source, as_version=4))
     files = sorted(p for p in release.rglob("*") if p.is_file()) if release.exists() else []
     if not files:
         return [f"nothing was released into {release}"]

@@ -110,18 +110,32 @@ def student_notebook(module: CourseModule, source: Path) -> nbformat.NotebookNod
     return notebook
 
 
-def solution_lines(code: str) -> list[str]:
-    """The non-blank lines that stand between solution markers (used by leak checks)."""
-    lines, inside = [], False
+def _split_regions(code: str) -> tuple[list[str], list[str]]:
+    """(lines inside solution or hidden-test regions, lines outside), stripped, non-blank."""
+    inside_lines, outside_lines, inside = [], [], False
     for line in code.splitlines():
         marker = line.strip()
-        if marker == BEGIN_SOLUTION:
+        if marker in (BEGIN_SOLUTION, BEGIN_HIDDEN):
             inside = True
-        elif marker == END_SOLUTION:
+        elif marker in (END_SOLUTION, END_HIDDEN):
             inside = False
-        elif inside and marker:
-            lines.append(marker)
-    return lines
+        elif marker:
+            (inside_lines if inside else outside_lines).append(marker)
+    return inside_lines, outside_lines
+
+
+def secret_lines(notebook: nbformat.NotebookNode) -> set[str]:
+    """Lines that stand only inside solution or hidden-test regions (what a leak check seeks).
+
+    A line that also stands outside every region (a shared `return` line, say) is no secret.
+    """
+    secret, public = set(), set()
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            inside, outside = _split_regions(cell.source)
+            secret.update(inside)
+            public.update(outside)
+    return secret - public
 
 
 DIRECTIVE = re.compile(r"^#\|\s*(\w+)\s*(.*)$")

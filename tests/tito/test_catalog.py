@@ -22,26 +22,11 @@ def test_every_entry_exists_on_disk(module):
     assert all(n < module.number for n in module.requires)
 
 
-def _public_lines(nb):
-    """Lines that also stand outside every solution region (e.g. a shared `return` line)."""
-    public = set()
-    for cell in nb.cells:
-        inside = False
-        for line in cell.source.splitlines():
-            text = line.strip()
-            if text in (notebooks.BEGIN_SOLUTION, notebooks.END_SOLUTION):
-                inside = text == notebooks.BEGIN_SOLUTION
-            elif not inside:
-                public.add(text)
-    return public
-
-
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
 def test_release_notebook_has_no_solution_line(module):
     source = notebooks.read_source(PACKAGE_ROOT / module.source)
-    secret = {line for cell in source.cells for line in notebooks.solution_lines(cell.source)}
+    secret = notebooks.secret_lines(source)
     assert secret, "a module without student regions teaches nothing"
-    secret -= _public_lines(source)
     release = notebooks.student_notebook(module, PACKAGE_ROOT / module.source)
     shown = {line.strip() for cell in release.cells for line in cell.source.splitlines()}
     leaked = {line for line in secret & shown if len(line) > 12 and not line.startswith("#")}
