@@ -1,0 +1,63 @@
+"""Every module in the catalog, through the CLI: the stubbed notebook fails, the reference passes.
+
+One walk in course order, because each module is tested against the package that its
+prerequisites' completions left behind.
+"""
+
+import json
+import shutil
+
+import nbformat
+import pytest
+
+from tito import notebooks
+from tito.catalog import MODULES
+from tito.paths import PACKAGE_ROOT
+
+
+@pytest.fixture
+def course(project):
+    """The temporary project with every module's tests and the shared test helpers."""
+    ignore = shutil.ignore_patterns("__pycache__", ".hypothesis")
+    for path in (PACKAGE_ROOT / "tests").glob("*.py"):
+        shutil.copy2(path, project / "tests" / path.name)
+    for module in MODULES:
+        if not (project / module.tests).exists():
+            shutil.copytree(PACKAGE_ROOT / module.tests, project / module.tests, ignore=ignore)
+    return project
+
+
+def completed(root) -> dict:
+    path = root / ".tito" / "progress.json"
+    return json.loads(path.read_text())["completed"] if path.exists() else {}
+
+
+def test_every_module_fails_on_its_stubs_and_passes_on_the_reference(course, cli, monkeypatch):
+    for module in MODULES:
+        label = f"module {module.name}"
+        package = {path: (course / path).read_text() for path in module.package_files()}
+
+        # The student's notebook as `open` makes it. One failing test proves the point, so the
+        # stubbed run stops at the first failure (-x) instead of running the whole suite.
+        assert cli("module", "open", str(module.number)).exit_code == 0, label
+        monkeypatch.setenv("PYTEST_ADDOPTS", "-x")
+        stubbed = cli("module", "complete", str(module.number))
+        monkeypatch.delenv("PYTEST_ADDOPTS")
+        assert stubbed.exit_code == 1, f"{label} passed with its solutions removed"
+        assert "not recorded" in stubbed.output, label
+        assert str(module.number) not in completed(course), label
+        for path, text in package.items():
+            assert (course / path).read_text() == text, f"{label}: a failed attempt changed {path}"
+
+        # The reference solution, written where the student's notebook lives.
+        solved = notebooks.read_source(course / module.source)
+        nbformat.write(solved, course / "workspace" / module.name / f"{module.slug}.ipynb")
+        result = cli("module", "complete", str(module.number))
+        assert result.exit_code == 0, f"{label} failed on the reference:\n{result.output}"
+        record = completed(course)[str(module.number)]
+        assert record["passed"] > 0 and record["failed"] == 0, label
+        origin = f"workspace/{module.name}/{module.slug}.ipynb"
+        for path in module.package_files():
+            assert origin in (course / path).read_text(), f"{label}: {path} not from the notebook"
+
+    assert sorted(int(n) for n in completed(course)) == [m.number for m in MODULES]
