@@ -81,15 +81,31 @@ class Block(nn.Module):
         return self.ln2(x + self.mlp(x))
 
 
+def sinusoidal_positions(max_seq_len: int, embed_dim: int) -> torch.Tensor:
+    """The (max_seq_len, embed_dim) sine/cosine table of "Attention Is All You Need"."""
+    pos = torch.arange(max_seq_len, dtype=torch.float64)[:, None]
+    freq = torch.exp(
+        torch.arange(0, embed_dim, 2, dtype=torch.float64) * -math.log(1e4) / embed_dim
+    )
+    table = torch.zeros(max_seq_len, embed_dim, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)[:, : embed_dim // 2]
+    return table
+
+
 class TorchGPT(nn.Module):
     """tokens (B, T) -> logits (B, T, vocab_size); the constructor mirrors tinytorch's GPT."""
 
     def __init__(self, vocab_size, embed_dim, num_layers, num_heads, max_seq_len=1024,
-                 mlp_ratio=4, norm_first=True, tie_weights=False):  # fmt: skip
+                 mlp_ratio=4, norm_first=True, tie_weights=False, position="learned"):  # fmt: skip
         super().__init__()
         self.max_seq_len = max_seq_len
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
-        self.position_embedding = nn.Embedding(max_seq_len, embed_dim)
+        if position == "learned":
+            self.position_embedding = nn.Embedding(max_seq_len, embed_dim)
+        else:  # a fixed table: a buffer, not a weight, and not in the state dict
+            table = sinusoidal_positions(max_seq_len, embed_dim).float()
+            self.register_buffer("position_table", table, persistent=False)
         self.blocks = nn.ModuleList(
             Block(embed_dim, num_heads, mlp_ratio, norm_first) for _ in range(num_layers)
         )
@@ -119,7 +135,10 @@ class TorchGPT(nn.Module):
     def forward(self, idx: torch.Tensor, caches: list[dict] | None = None) -> torch.Tensor:
         past = 0 if not caches or "k" not in caches[0] else caches[0]["k"].shape[2]
         pos = torch.arange(past, past + idx.shape[1], device=idx.device)
-        x = self.token_embedding(idx) + self.position_embedding(pos)[None]  # (B, T, C)
+        if hasattr(self, "position_embedding"):
+            x = self.token_embedding(idx) + self.position_embedding(pos)[None]  # (B, T, C)
+        else:
+            x = self.token_embedding(idx) + self.position_table[pos][None]  # (B, T, C)
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i])
         return self.lm_head(self.ln_f(x))  # (B, T, vocab_size)

@@ -9,7 +9,7 @@ import numpy as np
 
 from tinytorch.core.attention import KVCache, MultiHeadAttention, causal_mask
 from tinytorch.core.autograd import no_grad
-from tinytorch.core.embeddings import Embedding
+from tinytorch.core.embeddings import Embedding, PositionalEncoding
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.nn.feedforward import MLP
@@ -61,6 +61,7 @@ class GPTConfig:
     mlp_ratio: float = 4  # MLP hidden width = mlp_ratio * embed_dim
     norm_first: bool = True  # pre-norm (GPT-2); False = post-norm (2017 paper)
     tie_weights: bool = False  # lm_head reuses token_embedding.weight (GPT-2 does this)
+    position: str = "learned"  # learned vectors (GPT-2) or "sinusoidal" (2017 paper, no weights)
 
 
 PRESETS: dict[str, GPTConfig] = {
@@ -134,12 +135,27 @@ def token_ids_2d(tokens, vocab_size: int) -> np.ndarray:
     return ids
 
 
+class SinusoidalPositions(Module):
+    """Position ids (..., T) -> module 11's fixed sine/cosine vectors (..., T, C); no weights."""
+
+    def __init__(self, max_seq_len: int, embed_dim: int):
+        self.encoding = PositionalEncoding(max_seq_len, embed_dim)
+
+    def forward(self, positions) -> Tensor:
+        return Tensor(self.encoding.encoding[np.asarray(positions)])  # current precision
+
+
+POSITIONS = {"learned": Embedding, "sinusoidal": SinusoidalPositions}
+
+
 class GPT(Module):
     """Decoder-only transformer language model: tokens (B, T) -> logits (B, T, vocab_size).
 
     Weights start from GPT-2's initialisation (`init_gpt2_weights`). With `tie_weights=False`
     (the default, as in the course's reference design) `lm_head` is its own Linear with bias;
     with `True` the output projection is the transposed token-embedding matrix and `lm_head` is None.
+    `position="learned"` (default) learns one vector per position; `"sinusoidal"` adds the fixed
+    sine/cosine vectors of module 11 instead, which have no weights to train.
     """
 
     def __init__(
@@ -152,6 +168,7 @@ class GPT(Module):
         mlp_ratio: float = 4,
         norm_first: bool = True,
         tie_weights: bool = False,
+        position: str = "learned",
     ):
         sizes = dict(vocab_size=vocab_size, embed_dim=embed_dim, num_layers=num_layers,
                      max_seq_len=max_seq_len)  # fmt: skip
@@ -159,11 +176,13 @@ class GPT(Module):
             if not isinstance(value, (int, np.integer)) or value <= 0:
                 raise ValueError(f"GPT: {name} must be a positive integer, got {value!r}")
         _check_heads(embed_dim, num_heads)
+        if position not in POSITIONS:
+            raise ValueError(f"GPT: position must be one of {sorted(POSITIONS)}, got {position!r}")
         self.config = GPTConfig(vocab_size, embed_dim, num_layers, num_heads, max_seq_len,
-                                mlp_ratio, norm_first, tie_weights)  # fmt: skip
+                                mlp_ratio, norm_first, tie_weights, position)  # fmt: skip
         self.vocab_size, self.max_seq_len = vocab_size, max_seq_len
         self.token_embedding = Embedding(vocab_size, embed_dim)
-        self.position_embedding = Embedding(max_seq_len, embed_dim)
+        self.position_embedding = POSITIONS[position](max_seq_len, embed_dim)
         self.blocks = [
             TransformerBlock(embed_dim, num_heads, mlp_ratio, norm_first) for _ in range(num_layers)
         ]
@@ -305,7 +324,7 @@ def estimate_parameters(config: GPTConfig) -> dict[str, int]:
     attention = 4 * c * c + 4 * c  # q, k, v, out projections with biases
     mlp = 2 * c * hidden + hidden + c
     norms = 2 * 2 * c  # ln1 and ln2, gamma and beta each
-    embeddings = v * c + t * c
+    embeddings = v * c + (t * c if config.position == "learned" else 0)  # sinusoidal: no weights
     head = 0 if config.tie_weights else c * v + v
     exact = embeddings + n * (attention + mlp + norms) + 2 * c + head
     formula = 12 * n * c * c + embeddings + (0 if config.tie_weights else c * v)

@@ -1,0 +1,140 @@
+"""Variants built from the same parts: sinusoidal positions in GPT, a padded encoder batch."""
+
+import numpy as np
+import pytest
+import torch
+from torch_reference import TorchGPT
+
+from tinytorch.core.attention import padding_mask
+from tinytorch.core.embeddings import sinusoidal_table
+from tinytorch.core.losses import cross_entropy
+from tinytorch.core.tensor import Tensor
+from tinytorch.core.transformer import GPT, GPTConfig, TransformerEncoder
+from tinytorch.models.transformer import (
+    count_parameters,
+    estimate_parameters,
+    load_model,
+    save_model,
+    to_torch_state_dict,
+)
+
+SIZES = dict(vocab_size=23, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=12)
+
+
+def small_gpt(seed=0, **overrides):
+    np.random.seed(seed)
+    return GPT(**{**SIZES, **overrides})
+
+
+def test_seed_signature_keeps_learned_positions():
+    np.random.seed(0)
+    gpt = GPT(23, 16, 2, 4, max_seq_len=12)  # the seed's positional call
+    assert gpt.config.position == "learned"
+    assert gpt.position_embedding.weight.shape == (12, 16)
+    assert "position_embedding.weight" in dict(gpt.named_parameters())
+    assert GPTConfig(23, 16, 2, 4).position == "learned"
+
+
+def test_sinusoidal_positions_have_no_weights():
+    learned, sinusoidal = small_gpt(), small_gpt(position="sinusoidal")
+    names = [name for name, _ in sinusoidal.named_parameters()]
+    assert not any(name.startswith("position_embedding") for name in names)
+    assert count_parameters(learned) - count_parameters(sinusoidal) == 12 * 16
+    assert estimate_parameters(sinusoidal.config)["exact"] == count_parameters(sinusoidal)
+    assert "position_embedding.weight" not in sinusoidal.state_dict()
+
+
+def test_sinusoidal_forward_shapes_and_gradients(rng):
+    gpt = small_gpt(position="sinusoidal")
+    tokens = rng.integers(0, 23, (3, 12))
+    logits = gpt(tokens)
+    assert logits.shape == (3, 12, 23) and logits.dtype == np.float32
+    cross_entropy(logits[:, :-1], tokens[:, 1:]).backward()
+    assert all(p.grad is not None and np.isfinite(p.grad).all() for p in gpt.parameters())
+
+
+def test_sinusoidal_positions_are_module_11s_table(rng):
+    sinusoidal = small_gpt(seed=4, position="sinusoidal")
+    learned = small_gpt(seed=8)
+    state = sinusoidal.state_dict()
+    state["position_embedding.weight"] = sinusoidal_table(12, 16)
+    learned.load_state_dict(state)  # the same model, with the table as "learned" weights
+    tokens = rng.integers(0, 23, (2, 9))
+    np.testing.assert_allclose(sinusoidal(tokens).data, learned(tokens).data, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_sinusoidal_logits_and_gradients_match_torch(rng, norm_first):
+    gpt = small_gpt(seed=6, position="sinusoidal", norm_first=norm_first)
+    for p in gpt.parameters():  # move off the init so biases and norms matter
+        p.data += rng.normal(0, 0.05, p.shape).astype(np.float32)
+    ref = TorchGPT.from_tinytorch(gpt, torch.float64)
+    assert not any("position" in name for name, _ in ref.named_parameters())
+    tokens = rng.integers(0, 23, (3, 12))
+    weight = rng.normal(size=(3, 12, 23))
+    logits = gpt(tokens)
+    (logits * Tensor(weight)).sum().backward()
+    want = ref(torch.as_tensor(tokens))
+    (want * torch.as_tensor(weight)).sum().backward()
+    np.testing.assert_allclose(logits.data, want.detach().numpy(), atol=1e-4)
+    ref_grads = dict(ref.named_parameters())
+    ours = [k for k in to_torch_state_dict(gpt) if k in ref_grads]  # our order, torch names
+    assert len(ours) == len(gpt.parameters())
+    for (name, p), key in zip(gpt.named_parameters(), ours):
+        got = p.grad.T if p.grad.ndim == 2 and "embedding" not in name else p.grad
+        expected = ref_grads[key].grad.numpy()
+        error = np.linalg.norm(got - expected) / max(np.linalg.norm(expected), 1e-3)
+        assert error < 1e-4, (name, error)
+
+
+def test_sinusoidal_cache_equals_recomputation(rng):
+    gpt = small_gpt(seed=2, position="sinusoidal")
+    tokens = rng.integers(0, 23, (2, 7))
+    cache = gpt.new_cache()
+    gpt.forward(tokens[:, :4], cache=cache)
+    for t in range(4, 7):  # each new position continues from the cached offset
+        step = gpt.forward(tokens[:, t : t + 1], cache=cache).data[:, 0]
+        np.testing.assert_allclose(step, gpt(tokens[:, : t + 1]).data[:, -1], atol=1e-5)
+    prompt = rng.integers(0, 23, (2, 5))  # 5 + 15 new tokens slides past max_seq_len=12
+    cached = gpt.generate(prompt, max_new_tokens=15, temperature=0)
+    plain = gpt.generate(prompt, max_new_tokens=15, temperature=0, use_cache=False)
+    assert cached.shape == (2, 20)
+    np.testing.assert_array_equal(cached, plain)
+
+
+def test_sinusoidal_save_load_keeps_the_option(tmp_path, rng):
+    gpt = small_gpt(seed=5, position="sinusoidal", tie_weights=True)
+    path = tmp_path / "gpt.npz"
+    save_model(gpt, path)
+    with np.load(path, allow_pickle=False) as archive:
+        assert not any(k.startswith("position_embedding") for k in archive.files)
+    again = load_model(path)
+    assert again.config == gpt.config and again.config.position == "sinusoidal"
+    tokens = rng.integers(0, 23, (2, 6))
+    np.testing.assert_array_equal(again(tokens).data, gpt(tokens).data)
+
+
+def test_from_config_and_bad_position():
+    cfg = GPTConfig(23, 16, 2, 4, max_seq_len=12, position="sinusoidal")
+    assert GPT.from_config(cfg).config == cfg
+    with pytest.raises(ValueError, match=r"position must be one of \['learned', 'sinusoidal'\]"):
+        small_gpt(position="rotary")
+
+
+def test_encoder_ignores_padded_tokens_under_a_padding_mask():
+    np.random.seed(3)
+    enc = TransformerEncoder(vocab_size=10, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=8)
+    lengths = np.array([6, 3])
+    tokens = np.array([[1, 2, 3, 4, 5, 6], [7, 8, 9, 0, 0, 0]])
+    mask = padding_mask(lengths, 6)
+    h = enc(Tensor(tokens), mask=mask).data
+    assert h.shape == (2, 6, 16)
+    other = tokens.copy()
+    other[1, 3:] = [5, 1, 2]  # only the padding changes
+    again = enc(other, mask=mask).data
+    np.testing.assert_allclose(again[0], h[0], atol=1e-6)
+    np.testing.assert_allclose(again[1, :3], h[1, :3], atol=1e-6)
+    alone = enc(tokens[1:, :3]).data[0]  # the short row encoded without any padding
+    np.testing.assert_allclose(h[1, :3], alone, atol=1e-5)
+    unmasked = enc(other).data  # without the mask the padding leaks into real positions
+    assert not np.allclose(unmasked[1, :3], enc(tokens).data[1, :3], atol=1e-4)
