@@ -80,7 +80,7 @@ class Attention(Function):
 
     def forward(self, *qkv, mask=None, weights_out=None):
         self.packed = len(qkv) == 1
-        q, k, v = (np.ascontiguousarray(a) for a in (qkv[0] if self.packed else qkv))
+        q, k, v = qkv[0] if self.packed else qkv  # k, v may be views of a KVCache
         self.scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
         scores = (q * self.scale) @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk)
         if mask is not None:
@@ -140,62 +140,93 @@ def scaled_dot_product_attention(q, k, v, mask=None) -> tuple[Tensor, Tensor]:
 
 
 class HeadProjection(Function):
-    """x @ [W_1 | ... | W_n] + [b_1 | ... | b_n] as one GEMM, split into heads."""
+    """x @ W_i + b_i for n projections at once, split into heads: (n, B, H, T, D)."""
 
     def forward(self, x, *params, num_heads: int, has_bias: bool):
         n = len(params) // 2 if has_bias else len(params)
         self.n, self.has_bias, self.x_shape = n, has_bias, x.shape
         batch, steps, embed = x.shape
         rows = x.reshape(-1, embed)  # (B*T, E)
-        weight = np.concatenate(params[:n], axis=1)  # (E, n*E)
+        weights, biases = params[:n], params[n:]
         self.rows = rows if any(self.needs_grad[1:]) else None
-        self.weight = weight if self.needs_grad[0] else None
-        y = rows @ weight  # (B*T, n*E)
-        if has_bias:
-            y += np.concatenate(params[n:])
-        heads = y.reshape(batch, steps, n, num_heads, -1)  # (B, T, n, H, D)
-        out = np.ascontiguousarray(heads.transpose(2, 0, 3, 1, 4))  # (n, B, H, T, D)
+        self.weights = weights if self.needs_grad[0] else None
+        y = np.empty((n, len(rows), weights[0].shape[1]), np.result_type(rows, weights[0]))
+        for i in range(n):
+            np.matmul(rows, weights[i], out=y[i])  # (B*T, E)
+            if has_bias:
+                y[i] += biases[i]
+        heads = y.reshape(n, batch, steps, num_heads, -1)  # (n, B, T, H, D)
+        out = np.ascontiguousarray(heads.transpose(0, 1, 3, 2, 4))  # (n, B, H, T, D)
         return out[0] if n == 1 else out
 
     def backward(self, grad):
-        n, (batch, steps, embed) = self.n, self.x_shape
-        gx = gw = gb = None
+        n, (batch, steps, _) = self.n, self.x_shape
+        need_w, need_b = self.needs_grad[1 : 1 + n], self.needs_grad[1 + n :]
+        gx = None
+        gw, gb = [None] * n, [None] * len(need_b)
         grad = grad.reshape(n, *grad.shape[-4:])  # (n, B, H, T, D)
-        g = grad.transpose(1, 3, 0, 2, 4).reshape(batch * steps, n * embed)  # (B*T, n*E)
+        g = grad.transpose(0, 1, 3, 2, 4).reshape(n, batch * steps, -1)  # (n, B*T, E)
         if self.needs_grad[0]:
-            gx = (g @ self.weight.T).reshape(self.x_shape)
-        if any(self.needs_grad[1 : 1 + n]):
-            gw = np.split(self.rows.T @ g, n, axis=1)  # n x (E, E)
-        if self.has_bias and any(self.needs_grad[1 + n :]):
-            gb = np.split(g.sum(axis=0), n)
-        gw = gw if gw is not None else [None] * n
-        gb = (gb if gb is not None else [None] * n) if self.has_bias else []
+            gx = g[0] @ self.weights[0].T  # (B*T, E)
+            for i in range(1, n):
+                gx += g[i] @ self.weights[i].T
+            gx = gx.reshape(self.x_shape)
+        for i in range(n):
+            if need_w[i]:
+                gw[i] = self.rows.T @ g[i]  # (E, E)
+            if self.has_bias and need_b[i]:
+                gb[i] = g[i].sum(axis=0)
         return (gx, *gw, *gb)
 
 
 class KVCache:
-    """Keys and values one attention layer has seen so far, each (B, H, T_past, D) numpy."""
+    """Keys and values one attention layer has seen so far: `k`, `v` are (B, H, T_past, D) numpy.
+
+    They live in buffers with room to spare (doubled when full), so appending one position copies
+    one position, not the whole past; `k` and `v` are views of the filled part.
+    """
 
     def __init__(self):
-        self.k: np.ndarray | None = None
-        self.v: np.ndarray | None = None
+        self._k: np.ndarray | None = None  # (B, H, capacity, D)
+        self._v: np.ndarray | None = None
+        self.length = 0
 
     def __len__(self) -> int:
-        return 0 if self.k is None else self.k.shape[-2]
+        return self.length
+
+    @property
+    def k(self) -> np.ndarray | None:
+        return None if self._k is None else self._k[:, :, : self.length]
+
+    @property
+    def v(self) -> np.ndarray | None:
+        return None if self._v is None else self._v[:, :, : self.length]
 
     def append(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Add the new positions' keys and values; return all of them."""
-        if self.k is None:
-            self.k, self.v = k, v
-        elif k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1]:
+        if self._k is not None and (
+            k.shape[:2] != self._k.shape[:2] or k.shape[-1] != self._k.shape[-1]
+        ):
             raise ShapeError(
                 f"KVCache holds keys of shape {self.k.shape} but got {k.shape}; use one cache "
                 "per layer and the same batch size for every step (or a fresh KVCache)"
             )
-        else:
-            self.k = np.concatenate((self.k, k), axis=-2)  # (B, H, T_past + T_new, D)
-            self.v = np.concatenate((self.v, v), axis=-2)
+        end = self.length + k.shape[-2]
+        if self._k is None or end > self._k.shape[-2]:
+            self._grow(k, v, capacity=max(2 * end, 64))
+        self._k[:, :, self.length : end] = k  # (B, H, T_new, D) into the free slots
+        self._v[:, :, self.length : end] = v
+        self.length = end
         return self.k, self.v
+
+    def _grow(self, k: np.ndarray, v: np.ndarray, capacity: int) -> None:
+        """Move the cached positions into buffers that hold `capacity` positions."""
+        old_k, old_v = self.k, self.v
+        self._k = np.empty((*k.shape[:2], capacity, k.shape[-1]), dtype=k.dtype)
+        self._v = np.empty((*v.shape[:2], capacity, v.shape[-1]), dtype=v.dtype)
+        if old_k is not None:
+            self._k[:, :, : self.length] = old_k
+            self._v[:, :, : self.length] = old_v
 
 
 class MultiHeadAttention(Module):

@@ -68,13 +68,16 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs, **kwargs) -> Tensor:
-        tensors = tuple(x if isinstance(x, Tensor) else Tensor(x) for x in inputs)
-        track = _GradMode.enabled and any(t.requires_grad for t in tensors)
+        # list comprehensions, not generators: apply runs for every operation, so it stays lean
+        tensors = [x if isinstance(x, Tensor) else Tensor(x) for x in inputs]
         fn = cls()
-        fn.needs_grad = tuple(track and t.requires_grad for t in tensors)
-        out = Tensor(fn.forward(*(t.data for t in tensors), **kwargs))
+        track = _GradMode.enabled and any([t.requires_grad for t in tensors])
+        fn.needs_grad = (
+            tuple([t.requires_grad for t in tensors]) if track else (False,) * len(tensors)
+        )
+        out = Tensor(fn.forward(*[t.data for t in tensors], **kwargs))
         if track:
-            fn.parents = tensors
+            fn.parents = tuple(tensors)
             out.requires_grad = True
             out._ctx = fn
         return out

@@ -10,27 +10,33 @@ class LayerNormFunction(Function):
     """Fused layer norm over the last axis: y = gamma * (x - mean) / sqrt(var + eps) + beta."""
 
     def forward(self, x, gamma, beta, eps=1e-5):
-        mean = x.mean(axis=-1, keepdims=True)
-        centred = x - mean
-        var = np.mean(centred * centred, axis=-1, keepdims=True)
-        self.rstd = 1.0 / np.sqrt(var + eps)  # (..., 1)
-        self.x_hat = centred * self.rstd  # (..., C)
-        self.gamma = gamma
-        return self.x_hat * gamma + beta
+        n = x.shape[-1]
+        centred = x - np.add.reduce(x, axis=-1, keepdims=True) / n  # x - mean, (..., C)
+        var = np.add.reduce(centred * centred, axis=-1, keepdims=True) / n  # (..., 1)
+        var += eps
+        self.rstd = 1.0 / np.sqrt(var)  # (..., 1)
+        centred *= self.rstd  # in place: centred becomes x_hat
+        self.x_hat, self.gamma = centred, gamma
+        out = centred * gamma
+        out += beta
+        return out
 
     def backward(self, grad):
         x_hat = self.x_hat
         gx = ggamma = gbeta = None
         lead = tuple(range(grad.ndim - 1))  # every axis but the features
         if self.needs_grad[0]:
-            g = grad * self.gamma
-            g_mean = g.mean(axis=-1, keepdims=True)
-            gx_hat_mean = np.mean(g * x_hat, axis=-1, keepdims=True)
-            gx = (g - g_mean - x_hat * gx_hat_mean) * self.rstd
+            n = grad.shape[-1]
+            g = grad * self.gamma  # gradient with respect to x_hat
+            g_mean = np.add.reduce(g, axis=-1, keepdims=True) / n
+            gx_hat_mean = np.add.reduce(g * x_hat, axis=-1, keepdims=True) / n
+            gx = g - g_mean  # (g - mean(g) - x_hat * mean(g * x_hat)) * rstd, in place
+            gx -= x_hat * gx_hat_mean
+            gx *= self.rstd
         if self.needs_grad[1]:
-            ggamma = np.sum(grad * x_hat, axis=lead)
+            ggamma = np.add.reduce(grad * x_hat, axis=lead)
         if self.needs_grad[2]:
-            gbeta = np.sum(grad, axis=lead)
+            gbeta = np.add.reduce(grad, axis=lead)
         return gx, ggamma, gbeta
 
 
