@@ -7,12 +7,11 @@ docs/exporter.md says why the writing itself is done here instead of by nbdev.
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
 from pathlib import Path
 
 import nbformat
 
+from tito import paths
 from tito.catalog import CourseModule
 from tito.errors import TitoError
 from tito.notebooks import BEGIN_SOLUTION, END_SOLUTION, directives
@@ -71,23 +70,10 @@ def render(notebook: nbformat.NotebookNode, module: CourseModule, origin: str) -
     return files
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write(files: dict[Path, str], package_dir: Path) -> list[Path]:
     written = []
     for rel, text in files.items():
-        write_atomic(package_dir / rel, text)
+        paths.write_atomic(package_dir / rel, text)
         written.append(package_dir / rel)
     return written
 

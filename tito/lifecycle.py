@@ -35,7 +35,7 @@ def open_module(module: CourseModule) -> tuple[Path, bool]:
 
 
 def _write_notebook(nb: nbformat.NotebookNode, target: Path) -> None:
-    exporter.write_atomic(target, nbformat.writes(nb) + "\n")
+    paths.write_atomic(target, nbformat.writes(nb) + "\n")
 
 
 def reference_files(module: CourseModule) -> dict[Path, str]:

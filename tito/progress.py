@@ -8,7 +8,6 @@ from datetime import datetime, timezone
 
 from tito import paths
 from tito.errors import TitoError
-from tito.exporter import write_atomic
 
 
 @dataclass
@@ -39,7 +38,7 @@ def load() -> dict[int, Completion]:
 
 def _save(records: dict[int, Completion]) -> None:
     body = {"version": 1, "completed": {str(k): asdict(v) for k, v in sorted(records.items())}}
-    write_atomic(_file(), json.dumps(body, indent=2) + "\n")
+    paths.write_atomic(_file(), json.dumps(body, indent=2) + "\n")
 
 
 def record(module: int, passed: int, failed: int) -> Completion:

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from tito import grading
 from tito.catalog import find
 from tito.console import console, fail, ok
 from tito.errors import TitoError
+
+# tito.grading imports nbgrader and nbformat (seconds): each command imports it when it runs,
+# so `tito --help` and the other commands start fast.
+if TYPE_CHECKING:
+    from tito import grading
+
+DEFAULT_TIMEOUT = 60  # seconds a graded cell may run
 
 app = typer.Typer(help="Grade student notebooks with nbgrader, offline.", no_args_is_help=True)
 
@@ -24,6 +30,8 @@ StudentOpt = Annotated[str | None, typer.Option("--student", help="Only this stu
 
 
 def _course(course: Path | None) -> Path:
+    from tito import grading
+
     return (course or grading.default_course()).resolve()
 
 
@@ -34,9 +42,11 @@ def init(
     ] = None,
     timeout: Annotated[
         int, typer.Option(help="Seconds a cell may run before it is stopped and scored 0.")
-    ] = grading.DEFAULT_TIMEOUT,
+    ] = DEFAULT_TIMEOUT,
 ) -> None:
     """Create an nbgrader course folder and convert every course module into source/."""
+    from tito import grading
+
     folder = _course(course)
     result = grading.init_course(folder, timeout=timeout)
     if result.kernel_installed:
@@ -53,6 +63,8 @@ def init(
 @app.command()
 def generate(key: ModuleArg, course: CourseOpt = None) -> None:
     """Make the student version (release/NN_slug) and check it leaks no solution or hidden test."""
+    from tito import grading
+
     module = find(key)
     release = grading.generate(_course(course), module)
     ok(f"released {release}; no solution line or hidden test in it")
@@ -61,6 +73,8 @@ def generate(key: ModuleArg, course: CourseOpt = None) -> None:
 @app.command()
 def autograde(key: ModuleArg, course: CourseOpt = None, student: StudentOpt = None) -> None:
     """Grade every submission in submitted/<student>/NN_slug/, one student at a time."""
+    from tito import grading
+
     module = find(key)
     folder = _course(course)
     outcomes = grading.autograde(folder, module, student)
@@ -83,6 +97,8 @@ def autograde(key: ModuleArg, course: CourseOpt = None, student: StudentOpt = No
 @app.command()
 def feedback(key: ModuleArg, course: CourseOpt = None, student: StudentOpt = None) -> None:
     """Write HTML feedback for every autograded submission into feedback/."""
+    from tito import grading
+
     outcomes = grading.feedback(_course(course), find(key), student)
     for outcome in outcomes:
         if outcome.ok:
@@ -101,12 +117,16 @@ def export(
     ] = None,
 ) -> None:
     """Write every grade in the gradebook to a CSV file."""
+    from tito import grading
+
     ok(f"grades written to {grading.export_csv(_course(course), to)}")
 
 
 @app.command()
 def report(key: ModuleArg, course: CourseOpt = None) -> None:
     """Scores per student and per graded cell, from the gradebook."""
+    from tito import grading
+
     module = find(key)
     console.print(_table(grading.scores(_course(course), module), module.name))
 

@@ -9,7 +9,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tito import lifecycle, paths, progress
+from tito import paths, progress
+
+# tito.lifecycle imports jupytext and nbformat (seconds): the commands that need it import it
+# when they run, so `tito --help` and `tito milestone` start fast.
 from tito.catalog import MODULES, find
 from tito.console import console, fail, ok
 from tito.errors import TitoError
@@ -21,6 +24,8 @@ ModuleArg = Annotated[str, typer.Argument(help="Module number or name, e.g. 13 o
 
 
 def _table(show_counts: bool) -> Table:
+    from tito import lifecycle
+
     done = progress.load()
     table = Table(title="tinytorch modules")
     table.add_column("#", justify="right")
@@ -70,6 +75,8 @@ def open_(
     jupyter: Annotated[bool, typer.Option(help="Start Jupyter Lab on the notebook.")] = False,
 ) -> None:
     """Create your working notebook for a module (never overwrites an existing one)."""
+    from tito import lifecycle
+
     m = find(key)
     path, created = lifecycle.open_module(m)
     rel = path.relative_to(paths.root())
@@ -101,6 +108,8 @@ def show_run(run: TestRun, label: str) -> None:
 @app.command()
 def complete(key: ModuleArg) -> None:
     """Export your notebook into tinytorch, run the module's tests, record progress on a pass."""
+    from tito import lifecycle
+
     m = find(key)
     run, recorded = lifecycle.complete(m)
     show_run(run, f"module {m.name}")
@@ -123,6 +132,8 @@ def export(
     ] = False,
 ) -> None:
     """Rebuild tinytorch/ from the reference sources in modules/."""
+    from tito import lifecycle
+
     if (key is None) == (not all_):
         raise TitoError("give a module or --all", hint="tito module export 13, or --all")
     chosen = MODULES if all_ else (find(key),)
@@ -158,6 +169,8 @@ def reset(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
     """Back up your notebook, then restore the fresh notebook and the reference export."""
+    from tito import lifecycle
+
     m = find(key)
     if not yes and paths.notebook(m).exists():
         typer.confirm(f"Reset module {m.name}? Your notebook is kept as a backup.", abort=True)
