@@ -6,6 +6,8 @@ prerequisites' completions left behind.
 
 import json
 import shutil
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -61,3 +63,20 @@ def test_every_module_fails_on_its_stubs_and_passes_on_the_reference(course, cli
             assert origin in (course / path).read_text(), f"{label}: {path} not from the notebook"
 
     assert sorted(int(n) for n in completed(course)) == [m.number for m in MODULES]
+
+    # The course page's direct command selects the transformer suite, and the count that
+    # `complete 13` recorded is the real number of its tests.
+    collect = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/",
+        "-k",
+        "transformers",
+        "--collect-only",
+        "-q",
+    ]
+    listing = subprocess.run(collect, cwd=course, capture_output=True, text=True, check=True).stdout
+    selected = [line for line in listing.splitlines() if "::" in line]
+    assert selected and all(line.startswith("tests/13_transformers/") for line in selected)
+    assert len(selected) == completed(course)["13"]["passed"]
