@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch_reference import TorchGPT
 
+import tinytorch.models.transformer as models
 from tinytorch.core.attention import MultiHeadAttention
 from tinytorch.core.embeddings import Embedding
 from tinytorch.core.tensor import ShapeError, Tensor
@@ -35,9 +36,14 @@ def test_where_this_code_lives_imports_and_gpt2_small(rng):
         "tinytorch.nn.normalization",
         "tinytorch.nn.feedforward",
     )
-    assert issubclass(MultiHeadAttention, object) and issubclass(Embedding, object)
+    assert (GPT, TransformerBlock) == (models.GPT, models.TransformerBlock)  # both paths, one class
+    mlp = MLP(embed_dim=512, hidden_dim=2048)
+    assert (mlp.linear1.weight.shape, mlp.linear2.weight.shape) == ((512, 2048), (2048, 512))
     np.random.seed(0)
     gpt2 = GPT(vocab_size=50257, embed_dim=768, num_layers=12, num_heads=12, max_seq_len=1024)
+    # the model is built from the parts the seed imports from modules 11 and 12
+    assert isinstance(gpt2.token_embedding, Embedding)
+    assert all(isinstance(block.attention, MultiHeadAttention) for block in gpt2.blocks)
     tokens = Tensor([[15496, 1917, 318, 281]])
     logits = gpt2.forward(tokens)
     assert logits.shape == (1, 4, 50257) and np.isfinite(logits.data).all()
