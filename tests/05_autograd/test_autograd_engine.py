@@ -1,5 +1,11 @@
 """Module 05: the backward engine, checked by finite differences, PyTorch and call counts."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -132,3 +138,23 @@ def test_numerical_gradient_of_a_known_function():
     np.testing.assert_allclose(
         numerical_gradient(lambda: float(np.sum(np.sin(x))), x), np.cos(x), rtol=1e-7
     )
+
+
+def test_importing_later_modules_replaces_no_tensor_method():
+    import tinytorch
+
+    # A fresh interpreter: snapshot Tensor's attributes, import modules 02-05, compare.
+    code = (
+        "import json\n"
+        "from tinytorch.core.tensor import Tensor\n"
+        "before = {k: id(v) for k, v in vars(Tensor).items()}\n"
+        "import tinytorch.core.activations, tinytorch.core.layers\n"
+        "import tinytorch.core.losses, tinytorch.core.autograd\n"
+        "after = {k: id(v) for k, v in vars(Tensor).items()}\n"
+        "print(json.dumps(sorted(k for k in before.keys() | after.keys()"
+        " if before.get(k) != after.get(k))))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(tinytorch.__file__).resolve().parent.parent)}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == []
