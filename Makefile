@@ -17,5 +17,6 @@ check:
 test: install lint check
 	$(PYTHON) -m pytest -q
 
+# The full benchmark with the 2,000-step quality run: about 10 minutes on 2 cores.
 bench: install
-	$(PYTHON) -m benchmarks.run
+	$(PYTHON) -m benchmarks.run --quality --out benchmarks/results.json
