@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from tinytorch.core.layers import Linear, Module
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
@@ -62,3 +63,32 @@ def test_encoder_sees_both_directions():
     later = tokens.copy()
     later[0, 3] = 9
     assert not np.allclose(enc(later).data[0, 0], h[0, 0])  # position 0 sees position 3
+
+
+class Tagger(Module):
+    """An encoder-only model with one prediction per position (BERT-style token labels)."""
+
+    def __init__(self, vocab_size, embed_dim):
+        self.encoder = TransformerEncoder(vocab_size, embed_dim, 1, num_heads=4, max_seq_len=8)
+        self.head = Linear(embed_dim, vocab_size)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(tokens))  # (B, S, vocab_size)
+
+
+def test_encoder_only_model_learns_to_reverse_in_place():
+    # position i must output the token at position S - 1 - i: the first half needs the future
+    rng = np.random.default_rng(0)
+    np.random.seed(0)
+    vocab, length = 7, 5
+    model = Tagger(vocab, embed_dim=32)
+    opt = AdamW(model.parameters(), lr=5e-3, weight_decay=0.0)
+    for _ in range(100):
+        src = rng.integers(1, vocab, (32, length))
+        loss = cross_entropy(model(src), src[:, ::-1])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.1
+    src = rng.integers(1, vocab, (50, length))
+    assert (model(src).data.argmax(-1) == src[:, ::-1]).mean() > 0.95
