@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch_reference import TorchGPT
 
-from tinytorch.core.attention import padding_mask
+from tinytorch.core.attention import padding_mask, plot_attention
 from tinytorch.core.embeddings import sinusoidal_table
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.tensor import Tensor
@@ -138,3 +138,21 @@ def test_encoder_ignores_padded_tokens_under_a_padding_mask():
     np.testing.assert_allclose(h[1, :3], alone, atol=1e-5)
     unmasked = enc(other).data  # without the mask the padding leaks into real positions
     assert not np.allclose(unmasked[1, :3], enc(tokens).data[1, :3], atol=1e-4)
+
+
+def test_gpt_attention_weights_read_out_causal_and_drawn(tmp_path, rng):
+    gpt = small_gpt(seed=7)
+    tokens = rng.integers(0, 23, (2, 6))
+    gpt(tokens)
+    future = np.triu(np.ones((6, 6), dtype=bool), k=1)  # key after query
+    for block in gpt.blocks:  # every layer keeps its last weights, (B, H, T, T)
+        weights = block.attention.last_attention
+        assert weights.shape == (2, 4, 6, 6)
+        np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
+        assert np.all(weights[..., future] == 0) and np.all(weights[..., ~future] > 0)
+    labels = [str(t) for t in tokens[1]]
+    path = plot_attention(
+        gpt.blocks[-1].attention.last_attention, labels, tmp_path / "gpt.png", batch=1
+    )
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
