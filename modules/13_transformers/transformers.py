@@ -687,6 +687,8 @@ def estimate_memory(config: GPTConfig, batch_size: int, seq_len: int) -> dict[st
 # model, T5) adds a **decoder block** with a third sub-layer between the two: *cross-attention*,
 # whose queries come from the decoder and whose keys and values come from the encoder's output
 # (`memory`). The decoder stays causal in its own self-attention, so it can still generate.
+# Sources of unequal length are padded to one width; module 12's `padding_mask` then hides the
+# padded positions from the encoder's self-attention and from the decoder's cross-attention.
 
 
 # %% nbgrader={"grade": false, "grade_id": "seq2seq", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -742,22 +744,25 @@ class Seq2SeqTransformer(Module):
         self.lm_head = Linear(embed_dim, vocab_size)
         init_gpt2_weights(self, num_layers)
 
-    def forward(self, source, target):
-        memory = self.encoder(source)  # (B, S, C)
+    def forward(self, source, target, source_mask=None):
+        """`source_mask` (padding_mask of the source lengths) hides padded source positions."""
+        memory = self.encoder(source, mask=source_mask)  # (B, S, C)
         ids = token_ids_2d(target, self.vocab_size)  # (B, T)
         seq_len = ids.shape[1]
         x = self.token_embedding(ids) + self.position_embedding(np.arange(seq_len)[None])
         mask = causal_mask(seq_len)  # the decoder stays causal
         for block in self.blocks:
-            x = block(x, memory, mask=mask)
+            x = block(x, memory, mask=mask, memory_mask=source_mask)
         return self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
 
     @no_grad()
-    def generate(self, source, start_token: int, max_new_tokens: int) -> np.ndarray:
+    def generate(
+        self, source, start_token: int, max_new_tokens: int, source_mask=None
+    ) -> np.ndarray:
         """Greedy decoding: (B, 1 + max_new_tokens) ids beginning with `start_token`."""
         out = np.full((len(np.asarray(getattr(source, "data", source))), 1), start_token)
         for _ in range(max_new_tokens):
-            logits = self.forward(source, out).data[:, -1]  # (B, V)
+            logits = self.forward(source, out, source_mask).data[:, -1]  # (B, V)
             out = np.concatenate([out, logits.argmax(-1)[:, None]], axis=1)
         return out
 

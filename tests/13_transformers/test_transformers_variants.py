@@ -9,7 +9,7 @@ from tinytorch.core.attention import padding_mask, plot_attention
 from tinytorch.core.embeddings import sinusoidal_table
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.tensor import Tensor
-from tinytorch.core.transformer import GPT, GPTConfig, TransformerEncoder
+from tinytorch.core.transformer import GPT, GPTConfig, Seq2SeqTransformer, TransformerEncoder
 from tinytorch.models.transformer import (
     count_parameters,
     estimate_parameters,
@@ -156,3 +156,24 @@ def test_gpt_attention_weights_read_out_causal_and_drawn(tmp_path, rng):
     )
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+
+
+def test_seq2seq_ignores_padded_source_tokens():
+    np.random.seed(4)
+    model = Seq2SeqTransformer(
+        vocab_size=10, embed_dim=16, num_layers=1, num_heads=4, max_seq_len=8
+    )
+    source = np.array([[1, 2, 3, 4, 5], [6, 7, 0, 0, 0]])
+    target = np.array([[9, 1, 2], [9, 6, 7]])
+    mask = padding_mask([5, 2], 5)
+    logits = model(source, target, source_mask=mask).data
+    other = source.copy()
+    other[1, 2:] = [3, 8, 1]  # only the padding changes
+    np.testing.assert_allclose(model(other, target, source_mask=mask).data, logits, atol=1e-6)
+    alone = model(source[1:, :2], target[1:]).data[0]  # the short source without padding
+    np.testing.assert_allclose(logits[1], alone, atol=1e-5)
+    assert not np.allclose(model(other, target).data[1], model(source, target).data[1])
+    out = model.generate(source, start_token=9, max_new_tokens=3, source_mask=mask)
+    again = model.generate(other, start_token=9, max_new_tokens=3, source_mask=mask)
+    assert out.shape == (2, 4)
+    np.testing.assert_array_equal(out, again)
