@@ -87,6 +87,23 @@ def test_sinusoidal_logits_and_gradients_match_torch(rng, norm_first):
         assert error < 1e-4, (name, error)
 
 
+@pytest.mark.parametrize(
+    "variant",
+    [{"norm_first": False}, {"position": "sinusoidal"}, {"tie_weights": True, "norm_first": False}],
+    ids=["post-norm", "sinusoidal", "tied-post-norm"],
+)
+def test_every_variant_is_causal(rng, variant):
+    gpt = small_gpt(seed=9, **variant)
+    tokens = rng.integers(0, 23, (2, 10))
+    logits = gpt(tokens).data
+    for t in range(9):
+        changed = tokens.copy()
+        changed[:, t + 1 :] = (tokens[:, t + 1 :] + 1 + rng.integers(0, 22, (2, 9 - t))) % 23
+        after = gpt(changed).data
+        np.testing.assert_array_equal(after[:, : t + 1], logits[:, : t + 1])
+        assert not np.allclose(after[:, -1], logits[:, -1])  # the change itself is seen
+
+
 def test_sinusoidal_cache_equals_recomputation(rng):
     gpt = small_gpt(seed=2, position="sinusoidal")
     tokens = rng.integers(0, 23, (2, 7))
