@@ -37,7 +37,8 @@ def exact_formula(c: GPTConfig) -> int:
     d, r, v = c.embed_dim, int(c.mlp_ratio), c.vocab_size
     per_layer = (4 * d * d + 4 * d) + (2 * r * d * d + r * d + d) + 4 * d
     head = 0 if c.tie_weights else d * v + v
-    return v * d + c.max_seq_len * d + c.num_layers * per_layer + 2 * d + head
+    positions = c.max_seq_len * d if c.position == "learned" else 0  # sinusoidal: no weights
+    return v * d + positions + c.num_layers * per_layer + 2 * d + head
 
 
 def parameter_scaling(this: GPTConfig, build_limit: int) -> list[dict]:

@@ -20,10 +20,13 @@ SMALL = [
     GPTConfig(96, 64, 3, 4, max_seq_len=32),
     GPTConfig(50, 48, 2, 3, max_seq_len=8, tie_weights=True),
     GPTConfig(100, 128, 4, 4, max_seq_len=64),
+    GPTConfig(30, 32, 2, 4, max_seq_len=16, position="sinusoidal"),
 ]
 
 
-@pytest.mark.parametrize("config", SMALL, ids=lambda c: f"L{c.num_layers}d{c.embed_dim}")
+@pytest.mark.parametrize(
+    "config", SMALL, ids=lambda c: f"L{c.num_layers}d{c.embed_dim}{c.position[0]}"
+)
 def test_exact_formula_counts_every_parameter(config):
     model = GPT.from_config(config)
     assert scaling.exact_formula(config) == count_parameters(model)
