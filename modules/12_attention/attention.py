@@ -45,7 +45,7 @@
 # **Multi-head attention** runs H attentions of size d = embed_dim / H side by side, each free to
 # look for something different. All heads run at once: the tensors are reshaped from
 # `(B, T, E)` to `(B, H, T, D)` and every matmul is batched over `(B, H)`. For self-attention the
-# three projections q, k, v are one matrix multiply against the three weights side by side.
+# three projections q, k, v are one graph node that writes all three into one buffer.
 
 # %%
 #| default_exp core.attention
