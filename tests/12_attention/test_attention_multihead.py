@@ -208,6 +208,21 @@ def test_kv_cache_matches_the_full_computation():
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full_cross, atol=1e-5)
 
 
+def test_kv_cache_holds_every_position_across_buffer_growth():
+    rng = np.random.default_rng(7)
+    cache = KVCache()
+    keys, values = [], []
+    for size in [5, *[1] * 70, 30, 100]:  # past the first buffer, then across two regrowths
+        k, v = rng.normal(size=(2, 3, size, 4)), rng.normal(size=(2, 3, size, 4))
+        keys.append(k)
+        values.append(v)
+        got_k, got_v = cache.append(k, v)
+        np.testing.assert_array_equal(got_k, np.concatenate(keys, axis=2))
+        np.testing.assert_array_equal(got_v, np.concatenate(values, axis=2))
+    assert len(cache) == 205 and cache.k.shape == cache.v.shape == (2, 3, 205, 4)
+    assert cache.k.nbytes == 2 * 3 * 205 * 4 * 8  # the filled positions, not the spare room
+
+
 def test_cache_path_records_no_graph_even_with_grad_on():
     attn = MultiHeadAttention(8, 2)
     out = attn(np.ones((1, 2, 8)), causal_mask(2), cache=KVCache())
