@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import Annotated
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -19,13 +18,19 @@ def debug_enabled() -> bool:
     return os.environ.get("TITO_DEBUG", "") not in ("", "0")
 
 
+# What typer reports itself: exits, aborts and click's errors (usage errors and the like). Recent
+# typer ships its own copy of click, so click's base class is taken from typer, not imported.
+CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+TYPER_OWN = (typer.Exit, typer.Abort, CLICK_ERROR)
+
+
 class HandledGroup(TyperGroup):
     """Turns every error into one line with a hint; --debug or TITO_DEBUG=1 shows the traceback."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
-        except (typer.Exit, click.exceptions.Exit, click.ClickException, click.Abort):
+        except TYPER_OWN:
             raise
         except TitoError as err:
             if debug_enabled():

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from click.testing import Result
 from nbformat.v4 import new_code_cell, new_output
 from nbgrader.utils import determine_grade
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from tito import grading
 from tito.catalog import CourseModule, find

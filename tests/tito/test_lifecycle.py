@@ -1,6 +1,8 @@
 """The student lifecycle through the CLI: open, complete, reset, export --check, errors."""
 
 import json
+import subprocess
+import sys
 
 import nbformat
 
@@ -131,3 +133,22 @@ def test_tito_test_by_name_and_number_give_real_counts(project, cli):
     assert by_name.exit_code == 0 and by_number.exit_code == 0
     count = by_name.output.split("tests 01_tensor: ")[1].split(" passed")[0]
     assert int(count) > 10 and f"{count} passed, 0 failed" in by_number.output
+
+
+def test_usage_errors_are_typers_own_with_exit_code_2(project, cli):
+    missing = cli("module", "open")
+    assert missing.exit_code == 2 and "Missing argument" in missing.output
+    unknown = cli("module", "complete", "1", "--bogus")
+    assert unknown.exit_code == 2 and "No such option" in unknown.output
+    for result in (missing, unknown):
+        assert "--debug" not in result.output  # not dressed up as an internal error
+
+
+def test_tito_starts_without_click_or_the_grading_stack():
+    # recent typer ships its own click, so click may be absent; nbgrader and nbformat are
+    # imported by the commands that use them, so `tito --help` and `milestone` start fast
+    code = (
+        "import sys; sys.modules['click'] = None; import tito.main; "
+        "assert not {'nbgrader', 'nbformat', 'jupytext', 'numpy'} & set(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
