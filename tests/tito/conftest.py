@@ -23,7 +23,7 @@ def project(tmp_path, monkeypatch):
         shutil.copytree(PACKAGE_ROOT / "tests" / name, root / "tests" / name, ignore=ignore)
     shutil.copy2(PACKAGE_ROOT / "pyproject.toml", root / "pyproject.toml")
     monkeypatch.setenv("TITO_ROOT", str(root))
-    monkeypatch.delenv("TITO_DEBUG", raising=False)
+    monkeypatch.setenv("TITO_DEBUG", "0")  # and restored after the test, which --debug changes
     return root
 
 

@@ -152,3 +152,17 @@ def test_tito_starts_without_click_or_the_grading_stack():
         "assert not {'nbgrader', 'nbformat', 'jupytext', 'numpy'} & set(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_tests_without_pytorch_installed_say_how_to_install_it(project, cli, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    cli("module", "open", "1")
+    for args in (("test", "tensor"), ("module", "complete", "1")):
+        result = cli(*args)
+        assert result.exit_code == 1 and 'pip install -e ".[test]"' in result.output, args
+    assert not (project / ".tito" / "progress.json").exists()
