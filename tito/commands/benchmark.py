@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from tito import paths
 from tito.console import console
 from tito.errors import TitoError
 
@@ -39,10 +40,12 @@ def run(
             hint="pip install torch (CPU build is enough)",
         ) from None
     try:
-        from benchmarks.run import benchmark
-    except ModuleNotFoundError:
+        benchmark = paths.import_beside("benchmarks.run").benchmark
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("benchmarks"):
+            raise
         raise TitoError(
-            "the benchmarks/ folder is not importable from here",
-            hint="run tito benchmark from the root of the tinytorch repository",
+            "this tito has no benchmarks/ folder beside it (only a clone of the repository has)",
+            hint="clone the repository and install it with `pip install -e .`",
         ) from None
     benchmark(config or None, quick, out, 2000 if quality else 0, console)

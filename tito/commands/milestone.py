@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -22,19 +19,10 @@ app = typer.Typer(
 )
 
 
-def _milestones():
-    """The milestones package, found beside tito even when it is not installed."""
-    spec = importlib.util.find_spec("milestones")
-    if spec is None or spec.origin is None:  # absent, or only tests/milestones (a namespace)
-        sys.path.insert(0, str(paths.PACKAGE_ROOT))
-        sys.modules.pop("milestones", None)
-    return importlib.import_module("milestones")
-
-
 @app.command("list")
 def list_milestones() -> None:
     """Every milestone, the modules it needs, and whether your package has them."""
-    ms = _milestones()
+    ms = paths.import_beside("milestones")
     table = Table(title="milestones")
     table.add_column("milestone", style="name")
     table.add_column("what it does")
@@ -76,7 +64,7 @@ def run(
     ] = None,
 ) -> None:
     """Run a milestone: `tito milestone run gpt` trains a GPT and makes it write."""
-    ms = _milestones()
+    ms = paths.import_beside("milestones")
     milestone = ms.find(name)
     if milestone is None:
         known = ", ".join(m.name for m in ms.MILESTONES)
@@ -90,7 +78,7 @@ def run(
             hint=f"complete them first, e.g. `tito module complete {first}`",
         )
     out = out if out is not None else paths.root() / "runs" / milestone.name
-    program = importlib.import_module(
+    program = paths.import_beside(
         "milestones.attention" if milestone.name == "attention" else "milestones.gpt"
     )
     # One BLAS thread (set after the import above has loaded numpy's BLAS) unless the user chose a
