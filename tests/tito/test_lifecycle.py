@@ -178,3 +178,15 @@ def test_milestones_and_benchmarks_import_from_any_directory(tmp_path):
         "assert paths.import_beside('milestones').find('gpt') is not None"
     )
     subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True)
+
+
+def test_grading_without_nbgrader_says_how_to_install_it(project, cli, monkeypatch):
+    import tito
+
+    for name in ["nbgrader", *[m for m in sys.modules if m.startswith("nbgrader.")]]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if nbgrader were not installed
+    monkeypatch.delitem(sys.modules, "tito.grading", raising=False)
+    monkeypatch.delattr(tito, "grading", raising=False)
+    result = cli("grade", "report", "13")
+    assert result.exit_code == 1
+    assert "grading needs nbgrader" in result.output and '".[grade]"' in result.output

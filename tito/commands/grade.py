@@ -29,9 +29,20 @@ CourseOpt = Annotated[
 StudentOpt = Annotated[str | None, typer.Option("--student", help="Only this student.")]
 
 
-def _course(course: Path | None) -> Path:
-    from tito import grading
+def _grading():
+    """tito.grading, imported when a grade command runs; a clear error without nbgrader."""
+    try:
+        from tito import grading
+    except ModuleNotFoundError as err:
+        raise TitoError(
+            f"grading needs nbgrader, and {err.name} is not installed",
+            hint='pip install -e ".[grade]" (nbgrader and ipykernel)',
+        ) from None
+    return grading
 
+
+def _course(course: Path | None) -> Path:
+    grading = _grading()
     return (course or grading.default_course()).resolve()
 
 
@@ -45,8 +56,7 @@ def init(
     ] = DEFAULT_TIMEOUT,
 ) -> None:
     """Create an nbgrader course folder and convert every course module into source/."""
-    from tito import grading
-
+    grading = _grading()
     folder = _course(course)
     result = grading.init_course(folder, timeout=timeout)
     if result.kernel_installed:
@@ -63,8 +73,7 @@ def init(
 @app.command()
 def generate(key: ModuleArg, course: CourseOpt = None) -> None:
     """Make the student version (release/NN_slug) and check it leaks no solution or hidden test."""
-    from tito import grading
-
+    grading = _grading()
     module = find(key)
     release = grading.generate(_course(course), module)
     ok(f"released {release}; no solution line or hidden test in it")
@@ -73,8 +82,7 @@ def generate(key: ModuleArg, course: CourseOpt = None) -> None:
 @app.command()
 def autograde(key: ModuleArg, course: CourseOpt = None, student: StudentOpt = None) -> None:
     """Grade every submission in submitted/<student>/NN_slug/, one student at a time."""
-    from tito import grading
-
+    grading = _grading()
     module = find(key)
     folder = _course(course)
     outcomes = grading.autograde(folder, module, student)
@@ -97,8 +105,7 @@ def autograde(key: ModuleArg, course: CourseOpt = None, student: StudentOpt = No
 @app.command()
 def feedback(key: ModuleArg, course: CourseOpt = None, student: StudentOpt = None) -> None:
     """Write HTML feedback for every autograded submission into feedback/."""
-    from tito import grading
-
+    grading = _grading()
     outcomes = grading.feedback(_course(course), find(key), student)
     for outcome in outcomes:
         if outcome.ok:
@@ -117,16 +124,14 @@ def export(
     ] = None,
 ) -> None:
     """Write every grade in the gradebook to a CSV file."""
-    from tito import grading
-
+    grading = _grading()
     ok(f"grades written to {grading.export_csv(_course(course), to)}")
 
 
 @app.command()
 def report(key: ModuleArg, course: CourseOpt = None) -> None:
     """Scores per student and per graded cell, from the gradebook."""
-    from tito import grading
-
+    grading = _grading()
     module = find(key)
     console.print(_table(grading.scores(_course(course), module), module.name))
 
