@@ -29,7 +29,6 @@ from tito.notebooks import read_notebook, read_source, secret_lines
 COURSE_ID = "tinytorch"
 CONFIG_NAME = "nbgrader_config.py"
 KERNEL_NAME = "python3"
-DEFAULT_TIMEOUT = 60
 MARKER = "# Written by `tito grade init`"
 
 CONFIG_TEMPLATE = """{marker}; rerun it to rewrite this file.
@@ -122,7 +121,7 @@ def _runs_this_python(executable: str) -> bool:
         return False
 
 
-def init_course(course: Path, timeout: int = DEFAULT_TIMEOUT) -> InitResult:
+def init_course(course: Path, timeout: int) -> InitResult:
     """Write nbgrader_config.py and fill source/ from modules/ (source notebooks are generated)."""
     if timeout < 1:
         raise TitoError(f"timeout must be at least 1 second, got {timeout}")

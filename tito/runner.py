@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from tito import paths
 from tito.catalog import CourseModule
-from tito.errors import TitoError
+from tito.errors import require_torch
 
 
 @dataclass
@@ -31,11 +30,7 @@ class TestRun:
 
 def run_tests(module: CourseModule, package_parent: Path | None = None, extra=()) -> TestRun:
     """Run tests/NN_slug; the tests must import `tinytorch/` from `package_parent` if given."""
-    if importlib.util.find_spec("torch") is None:
-        raise TitoError(
-            "the module tests compare your code with PyTorch, which is not installed",
-            hint='pip install -e ".[test]" (the CPU build of torch, used only by the tests)',
-        )
+    require_torch("the module tests compare your code with")
     root = paths.root()
     env = dict(os.environ)
     if package_parent is not None:

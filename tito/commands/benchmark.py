@@ -9,7 +9,7 @@ import typer
 
 from tito import paths
 from tito.console import console
-from tito.errors import TitoError
+from tito.errors import TitoError, require_torch
 
 app = typer.Typer(help="Benchmark tinytorch against PyTorch on the CPU.", no_args_is_help=True)
 
@@ -32,13 +32,7 @@ def run(
     """Time forward, training step and generation, measure peak memory, print the table."""
     if config not in ("", "small", "medium", "all"):
         raise TitoError(f"unknown --config {config!r}", hint="choose small, medium or all")
-    try:
-        import torch  # noqa: F401 - the baseline; not a dependency of the package
-    except ModuleNotFoundError:
-        raise TitoError(
-            "the benchmark compares against PyTorch, which is not installed",
-            hint="pip install torch (CPU build is enough)",
-        ) from None
+    require_torch("the benchmark compares tinytorch with")
     try:
         benchmark = paths.import_beside("benchmarks.run").benchmark
     except ModuleNotFoundError as err:

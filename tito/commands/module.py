@@ -10,13 +10,13 @@ import typer
 from rich.table import Table
 
 from tito import paths, progress
-
-# tito.lifecycle imports jupytext and nbformat (seconds): the commands that need it import it
-# when they run, so `tito --help` and `tito milestone` start fast.
 from tito.catalog import MODULES, find
 from tito.console import console, fail, ok
 from tito.errors import TitoError
 from tito.runner import TestRun, run_tests
+
+# tito.lifecycle imports jupytext and nbformat (seconds): the commands that need it import it
+# when they run, so `tito --help` and `tito milestone` start fast.
 
 app = typer.Typer(help="Work through the course modules.", no_args_is_help=True)
 
