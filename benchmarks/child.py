@@ -1,0 +1,121 @@
+"""One measurement in a process of its own: `python -m benchmarks.child LIBRARY THREADS ROW_JSON`.
+
+Imports one library only (tinytorch, or torch plus tinytorch's preset table), sets its threads,
+records the peak RSS after the imports as the baseline, builds the model, runs the row's warm-up
+and timed calls, and prints one JSON line: the timings and the peak RSS above the baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from benchmarks.common import PROMPT_LEN, Row, batches, config, limit_threads, peak_rss_kib
+
+
+def _timed(fn, warmup: int, reps: int) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    seconds = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def _build(library: str, cfg):
+    if library == "tinytorch":
+        from tinytorch.models.transformer import GPT
+
+        np.random.seed(0)
+        return GPT.from_config(cfg)
+    import torch
+
+    from benchmarks.torch_gpt import TorchGPT
+
+    torch.manual_seed(0)
+    return TorchGPT(cfg)
+
+
+def _train(library: str, row: Row, cfg) -> dict:
+    from benchmarks.common import TinyTrainer, TorchTrainer
+
+    model = _build(library, cfg)
+    trainer = (TinyTrainer if library == "tinytorch" else TorchTrainer)(model)
+    data = batches(cfg.vocab_size, row.batch, row.seq_len, row.warmup + row.steps)
+    cursor = iter(data)
+    seconds = _timed(lambda: trainer.step(*next(cursor)), row.warmup, row.steps)
+    return {"step_ms": float(np.median(seconds)) * 1e3}
+
+
+def _generator(library: str, model, prompt: np.ndarray):
+    if library == "tinytorch":
+        return lambda n: model.generate(prompt, n, temperature=0, use_cache=True)
+    import torch
+
+    prompt_t = torch.from_numpy(prompt)
+    return lambda n: model.generate(prompt_t, n).numpy()
+
+
+def _generate(library: str, row: Row, cfg) -> dict:
+    model = _build(library, cfg)
+    prompt = np.random.default_rng(2).integers(0, cfg.vocab_size, size=(1, PROMPT_LEN))
+    gen = _generator(library, model, prompt)
+    seconds = _timed(lambda: gen(row.new_tokens), row.warmup, row.steps)
+    return {"tok_s": row.new_tokens / float(np.median(seconds))}
+
+
+def _gpt2(library: str, row: Row, cfg) -> dict:
+    """Inference at GPT-2-small size: a (1, seq_len) forward, then cached greedy generation."""
+    model = _build(library, cfg)
+    x = np.random.default_rng(3).integers(0, cfg.vocab_size, size=(1, row.seq_len))
+    if library == "tinytorch":
+        from tinytorch.core.autograd import no_grad
+
+        def forward():
+            with no_grad():
+                model(x)
+    else:
+        import torch
+
+        xt = torch.from_numpy(x)
+
+        def forward():
+            with torch.no_grad():
+                model(xt)
+
+    forward_s = _timed(forward, row.warmup, row.steps)
+    gen = _generator(library, model, x[:, :PROMPT_LEN])
+    gen(4)  # warm-up
+    start = time.perf_counter()
+    gen(row.new_tokens)
+    gen_s = time.perf_counter() - start
+    return {"forward_ms": float(np.median(forward_s)) * 1e3, "tok_s": row.new_tokens / gen_s}
+
+
+KINDS = {"train": _train, "generate": _generate, "gpt2": _gpt2}
+
+
+def main(library: str, threads: int, row: Row) -> dict:
+    if library == "torch":
+        import torch
+
+        torch.set_grad_enabled(True)
+    from tinytorch.models.transformer import PRESETS  # noqa: F401 - the sizes, both sides
+
+    limit_threads(threads)
+    cfg = config(row)
+    baseline = peak_rss_kib()
+    result = KINDS[row.kind](library, row, cfg)
+    result["peak_mib"] = (peak_rss_kib() - baseline) / 1024
+    result["baseline_mib"] = baseline / 1024
+    return result
+
+
+if __name__ == "__main__":
+    lib, n_threads, spec = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+    print(json.dumps(main(lib, n_threads, Row(**spec))))
