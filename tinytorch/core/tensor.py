@@ -93,6 +93,25 @@ def _broadcast_shape(op: str, a: np.ndarray, b: np.ndarray) -> tuple:
         ) from None
 
 
+def keep_freed_memory(limit: int = 32 << 20) -> bool:
+    """Let glibc reuse freed blocks up to `limit` bytes instead of unmapping them (True if set)."""
+    import ctypes
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux") or os.environ.get("TINYTORCH_KEEP_FREED_MEMORY") == "0":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # glibc only; musl has no mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(mallopt(m_mmap_threshold, limit)) and bool(mallopt(m_trim_threshold, 4 * limit))
+
+
+keep_freed_memory()
+
+
 class Add(Function):
     def forward(self, a, b):
         _broadcast_shape("add", a, b)
