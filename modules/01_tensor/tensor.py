@@ -131,19 +131,32 @@ class Function:
         # list comprehensions, not generators: apply runs for every operation, so it stays lean
         tensors = [x if isinstance(x, Tensor) else Tensor(x) for x in inputs]
         fn = cls()
-        track = _GradMode.enabled and any([t.requires_grad for t in tensors])
-        fn.needs_grad = (
-            tuple([t.requires_grad for t in tensors]) if track else (False,) * len(tensors)
-        )
+        needs = [t.requires_grad for t in tensors] if _GradMode.enabled else ()
+        if not any(needs):  # no graph: generation runs through here once per operation
+            fn.needs_grad = _NOTHING_NEEDED[len(tensors)]
+            return Tensor(fn.forward(*[t.data for t in tensors], **kwargs))
+        fn.needs_grad = tuple(needs)
         out = Tensor(fn.forward(*[t.data for t in tensors], **kwargs))
-        if track:
-            fn.parents = tuple(tensors)
-            out.requires_grad = True
-            out._ctx = fn
+        fn.parents = tuple(tensors)
+        out.requires_grad = True
+        out._ctx = fn
         return out
 
 
+class _NothingNeeded(dict):
+    """(False,) * n for every n, built once: `needs_grad` when no graph is recorded."""
+
+    def __missing__(self, n: int) -> tuple:
+        self[n] = (False,) * n
+        return self[n]
+
+
+_NOTHING_NEEDED = _NothingNeeded()
+
+
 def _broadcast_shape(op: str, a: np.ndarray, b: np.ndarray) -> tuple:
+    if a.shape == b.shape:  # the common case (residual sums), without numpy's general check
+        return a.shape
     try:
         return np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
