@@ -34,6 +34,7 @@ QUICK = [
     (Row("train_small", "train", "small", batch=16, seq_len=64, steps=3, warmup=1), 1),
     (Row("gen_small", "generate", "small", new_tokens=50, steps=2, warmup=1), 1),
 ]
+QUICK_THREADS = (1,)  # --quick: one thread only, four processes in all
 # metric -> True when larger is better
 METRICS = {"step_ms": False, "tok_s": True, "forward_ms": False, "peak_mib": False}
 
@@ -48,10 +49,10 @@ def child(library: str, threads: int, row: Row) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(row: Row, rounds: int) -> dict:
+def measure(row: Row, rounds: int, threads: tuple = THREAD_CHOICES) -> dict:
     """Per library and thread setting, a summary of each metric over `rounds` processes."""
-    raw: dict = {(lib, t): [] for lib in LIBRARIES for t in THREAD_CHOICES}
-    pairs = [(lib, t) for t in THREAD_CHOICES for lib in LIBRARIES]
+    raw: dict = {(lib, t): [] for lib in LIBRARIES for t in threads}
+    pairs = [(lib, t) for t in threads for lib in LIBRARIES]
     for r in range(rounds):
         for lib, t in pairs if r % 2 == 0 else pairs[::-1]:
             raw[lib, t].append(child(lib, t, row))
@@ -59,14 +60,14 @@ def measure(row: Row, rounds: int) -> dict:
     for lib in LIBRARIES:
         per_threads = {
             t: {m: summary([res[m] for res in raw[lib, t]]) for m in raw[lib, t][0]}
-            for t in THREAD_CHOICES
+            for t in threads
         }
         best = {}
-        for metric in raw[lib, THREAD_CHOICES[0]][0]:
+        for metric in raw[lib, threads[0]][0]:
             if metric not in METRICS or metric == "peak_mib":
                 continue
             pick = max if METRICS[metric] else min
-            t = pick(THREAD_CHOICES, key=lambda t: per_threads[t][metric]["median"])
+            t = pick(threads, key=lambda t: per_threads[t][metric]["median"])
             best[metric] = {"threads": t, **per_threads[t][metric]}
         # memory from the processes at the thread setting of the row's first timed metric
         first = next(iter(best.values()))["threads"]
@@ -93,7 +94,7 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), **info}
 
 
-def run(rows: list[tuple[Row, int]], say) -> dict:
+def run(rows: list[tuple[Row, int]], say, threads: tuple = THREAD_CHOICES) -> dict:
     results: dict = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
@@ -101,8 +102,8 @@ def run(rows: list[tuple[Row, int]], say) -> dict:
         "rows": {},
     }
     for row, rounds in rows:
-        say(f"{row.key}: {rounds} round(s) x {len(LIBRARIES) * len(THREAD_CHOICES)} processes")
-        results["rows"][row.key] = measure(row, rounds)
+        say(f"{row.key}: {rounds} round(s) x {len(LIBRARIES) * len(threads)} processes")
+        results["rows"][row.key] = measure(row, rounds, threads)
     results["load_after"] = os.getloadavg()
     return results
 
@@ -134,7 +135,7 @@ def benchmark(
     if config and config != "all":
         plan = [(row, n) for row, n in plan if row.preset == config]
     began = time.perf_counter()
-    results = run(plan, say)
+    results = run(plan, say, QUICK_THREADS if quick else THREAD_CHOICES)
     results["quick"] = quick
     if quality_steps:
         from benchmarks.quality import quality_run
