@@ -37,6 +37,7 @@ QUICK = [
 QUICK_THREADS = (1,)  # --quick: one thread only, four processes in all
 # metric -> True when larger is better
 METRICS = {"step_ms": False, "tok_s": True, "forward_ms": False, "peak_mib": False}
+CPU_TWIN = {"step_ms": "step_cpu_ms", "tok_s": "tok_s_cpu", "forward_ms": "forward_cpu_ms"}
 
 
 def child(library: str, threads: int, row: Row) -> dict:
@@ -69,6 +70,8 @@ def measure(row: Row, rounds: int, threads: tuple = THREAD_CHOICES) -> dict:
             pick = max if METRICS[metric] else min
             t = pick(threads, key=lambda t: per_threads[t][metric]["median"])
             best[metric] = {"threads": t, **per_threads[t][metric]}
+            if CPU_TWIN[metric] in per_threads[t]:  # CPU time of the same processes
+                best[metric]["cpu"] = per_threads[t][CPU_TWIN[metric]]
         # memory from the processes at the thread setting of the row's first timed metric
         first = next(iter(best.values()))["threads"]
         best["peak_mib"] = {"threads": first, **per_threads[first]["peak_mib"]}

@@ -108,7 +108,7 @@ class Attention(Function):
             if need_k:
                 dk = np.swapaxes(ds, -1, -2) @ q  # (..., Tk, D)
         if self.packed:  # one packed input, one packed gradient
-            return (np.stack([dq, dk, dv]),)
+            return (np.array([dq, dk, dv]),)
         return dq, dk, dv
 
 
@@ -148,9 +148,9 @@ class HeadProjection(Function):
         weights, biases = params[:n], params[n:]
         self.rows = rows if any(self.needs_grad[1:]) else None
         self.weights = weights if self.needs_grad[0] else None
-        y = np.stack([rows @ w for w in weights])  # (n, B*T, E)
+        y = np.array([rows @ w for w in weights])  # (n, B*T, E)
         if has_bias:
-            y += np.stack(biases)[:, None, :]
+            y += np.array(biases)[:, None, :]
         heads = y.reshape(n, batch, steps, num_heads, -1)  # (n, B, T, H, D)
         out = np.ascontiguousarray(heads.transpose(0, 1, 3, 2, 4))  # (n, B, H, T, D)
         return out[0] if n == 1 else out
