@@ -8,6 +8,7 @@ and timed calls, and prints one JSON line: the timings and the peak RSS above th
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -109,6 +110,9 @@ KINDS = {"train": _train, "generate": _generate, "gpt2": _gpt2}
 
 def main(library: str, threads: int, row: Row) -> dict:
     if library == "torch":
+        # PyTorch as a user runs it: importing the preset table must not tune this process's
+        # allocator the way tinytorch does for itself (module 01, keep_freed_memory)
+        os.environ["TINYTORCH_KEEP_FREED_MEMORY"] = "0"
         import torch
 
         torch.set_grad_enabled(True)
