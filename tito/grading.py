@@ -71,7 +71,7 @@ load_subconfig(os.path.join(here, "{tito_config}"))  # noqa: F821 - provided by 
 
 # Examples (uncomment to use):
 # c.ExecutePreprocessor.timeout = 300                  # seconds a graded cell may run
-# c.CourseDirectory.db_url = "postgresql://grader@127.0.0.1/tinytorch"   # a shared gradebook
+# c.CourseDirectory.db_url = "postgresql+psycopg://grader@db-host/tinytorch"  # shared gradebook
 """
 
 
