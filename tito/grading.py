@@ -367,7 +367,7 @@ def select_students(
     chosen = [s for s in found if not patterns or any(fnmatch(s, p) for p in patterns)]
     if patterns and not chosen:
         raise TitoError(
-            f"no student with a submission matches {' '.join(patterns)}",
+            f"no submission from {' or '.join(repr(p) for p in patterns)}",
             hint=f"students with one: {', '.join(found) or 'none'}",
         )
     if shard is None:
