@@ -60,7 +60,9 @@ def record_outcomes(course: Path, module: CourseModule, outcomes: list) -> None:
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for outcome in outcomes:
         record = {**asdict(outcome), "time": when}
-        paths.write_atomic(folder / f"{outcome.student}.json", json.dumps(record, indent=1))
+        paths.write_atomic(
+            folder / f"{outcome.student}.json", json.dumps(record, indent=1, default=str)
+        )
 
 
 def read_outcomes(course: Path, module: CourseModule) -> dict[str, dict]:

@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT = 60  # seconds a graded cell may run
 
-app = typer.Typer(help="Grade student notebooks with nbgrader, offline.", no_args_is_help=True)
+app = typer.Typer(
+    help="Grade student notebooks with nbgrader, offline. Each command works on --course DIR "
+    "when given, else on the current folder when it holds an nbgrader_config.py, else on "
+    "<project>/course.",
+    no_args_is_help=True,
+)
 
 ModuleArg = Annotated[str, typer.Argument(help="Module number or name, e.g. 13 or transformers.")]
 COURSE_HELP = (
