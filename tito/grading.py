@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import sys
+import sysconfig
 import warnings
 import zlib
 from dataclasses import dataclass, field
@@ -195,12 +196,18 @@ def init_course(course: Path, timeout: int) -> InitResult:
 
 
 def _tools_on_path() -> None:
-    """nbgrader runs `alembic` (installed beside this Python) as a subprocess; without an
-    activated venv (venv/bin/tito, pipx, cron) that folder is not on PATH, so put it first."""
-    bin_dir = str(Path(sys.executable).parent)
+    """nbgrader runs `alembic` as a subprocess. Without an activated venv (venv/bin/tito, pipx,
+    cron) its folder is not on PATH: put the script folders of this Python first (the venv's,
+    then, for a venv made with --system-site-packages, its base Python's, then the user's)."""
+    folders = [
+        Path(sys.executable).parent,
+        Path(sysconfig.get_path("scripts")),
+        Path(sysconfig.get_path("scripts", vars={"base": sys.base_prefix})),
+        Path(sysconfig.get_path("scripts", f"{os.name}_user")),
+    ]
     entries = os.environ.get("PATH", "").split(os.pathsep)
-    if bin_dir not in entries:
-        os.environ["PATH"] = os.pathsep.join([bin_dir, *filter(None, entries)])
+    ours = [str(f) for f in dict.fromkeys(folders) if (f / "alembic").exists()]
+    os.environ["PATH"] = os.pathsep.join([*ours, *(e for e in entries if e and e not in ours)])
 
 
 def course_config(course: Path) -> Config:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import os
 import re
+import shutil
 import subprocess
 import sys
 import uuid
@@ -124,6 +125,14 @@ def test_runs_without_the_venv_on_path_inside_the_course_folder(klass: Class):
     assert klass.generated.returncode == 0, said(klass.generated)
     assert f"released {klass.path / 'release' / MODULE.name}" in said(klass.generated)
     assert not (klass.path / "gradebook.db").exists()  # the gradebook is the server's
+
+
+def test_nbgrader_tools_are_found_without_an_activated_venv(monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    grading._tools_on_path()
+    found = shutil.which("alembic")
+    assert found and subprocess.run([found, "--help"], capture_output=True).returncode == 0
+    assert os.environ["PATH"].endswith("/usr/bin:/bin")
 
 
 def test_shards_split_the_class_and_share_one_gradebook(klass: Class):
