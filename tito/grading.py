@@ -14,6 +14,8 @@ import sys
 import sysconfig
 import warnings
 import zlib
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase as fnmatch
 from pathlib import Path
@@ -24,7 +26,7 @@ from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from sqlalchemy.exc import SAWarning
 from traitlets.config import Config
-from traitlets.config.loader import PyFileConfigLoader
+from traitlets.config.loader import KVArgParseConfigLoader, PyFileConfigLoader
 
 from tito import paths
 from tito.catalog import MODULES, CourseModule
@@ -210,16 +212,40 @@ def _tools_on_path() -> None:
     os.environ["PATH"] = os.pathsep.join([*ours, *(e for e in entries if e and e not in ours)])
 
 
+# nbgrader options given on tito's command line, for the command that is running
+_command_line: ContextVar[Config | None] = ContextVar("nbgrader_options", default=None)
+
+
+@contextmanager
+def nbgrader_options(args: list[str]):
+    """Apply nbgrader's own command-line options (--Class.trait=value, as `nbgrader` takes
+    them) while a tito command runs; like nbgrader's, they win over both config files."""
+    for arg in args:
+        if not re.fullmatch(r"--[A-Za-z_]\w*(\.\w+)+=.*", arg):
+            raise TitoError(
+                f"no such option: {arg}",
+                hint="nbgrader's options are written --Class.trait=value, "
+                "e.g. --ExecutePreprocessor.timeout=120",
+            )
+    token = _command_line.set(KVArgParseConfigLoader(argv=args).load_config())
+    try:
+        yield
+    finally:
+        _command_line.reset(token)
+
+
 def course_config(course: Path) -> Config:
-    """The course's nbgrader configuration as nbgrader reads it (tito's settings, then the
-    instructor's)."""
+    """The course's nbgrader configuration as nbgrader reads it: tito's settings, then the
+    instructor's nbgrader_config.py, then nbgrader options given on the command line."""
     for name in (CONFIG_NAME, TITO_CONFIG):
         if not (course / name).is_file():
             raise TitoError(
                 f"{course} is not a tito course folder (no {name})",
                 hint=f"run `tito grade init {course}` first, or cd into your course folder",
             )
-    return PyFileConfigLoader(CONFIG_NAME, path=str(course)).load_config()
+    config = PyFileConfigLoader(CONFIG_NAME, path=str(course)).load_config()
+    config.merge(_command_line.get() or Config())
+    return config
 
 
 def execute_settings(course: Path) -> tuple[int, str]:
@@ -238,7 +264,7 @@ def _api(course: Path) -> NbGraderAPI:
 
 
 # nbgrader's closing lines after any failure; the cause is logged before them
-_GENERIC = ("Please see the", "There was an error processing")
+_GENERIC = ("Please see the", "There was an error processing", "Traceback (most recent")
 
 
 def _failure(result: dict) -> str:
@@ -257,7 +283,8 @@ def _failure(result: dict) -> str:
                 return message.split(" Cell contents are:")[0]
     raised = [ln for ln in lines if re.match(r"[\w.]+(Error|Exception): ", ln)]
     specific = [ln for ln in raised if not ln.split(": ", 1)[1].startswith(_GENERIC)]
-    return (specific or raised or lines or ["nbgrader failed without a message"])[-1]
+    line = (specific or raised or lines or ["nbgrader failed without a message"])[-1]
+    return re.sub(r"^[\w.]+\.(\w+: )", r"\1", line)  # TraitError, not traitlets.traitlets...
 
 
 # --- release --------------------------------------------------------------------------------

@@ -245,7 +245,16 @@ def test_a_failed_release_leaves_nothing_and_names_its_cause(tmp_path: Path):
     book.parent.mkdir()
     with open(folder / grading.CONFIG_NAME, "a") as config:
         config.write(f'c.CourseDirectory.db_url = "sqlite:///{book}"\n')
-    assert tito("grade", "generate", 6, "--course", folder).exit_code == 0
+    header = tmp_path / "header.ipynb"  # and nbgrader's own options on tito's command line
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("Hi")]), header)
+    done = tito(
+        "grade", "generate", 6, "--course", folder, f"--IncludeHeaderFooter.header={header}"
+    )
+    assert done.exit_code == 0, done.output
+    release = nbformat.read(folder / "release" / "06_optimizers" / "optimizers.ipynb", 4)
+    assert release.cells[0].source == "Hi"
+    done = tito("grade", "generate", 6, "--course", folder, "--bogus")
+    assert done.exit_code == 1 and "no such option: --bogus" in said(done)
     source = folder / "source" / "02_activations" / "activations.ipynb"
     nb = nbformat.read(source, 4)
     nb.cells.append(new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION"))
@@ -276,6 +285,8 @@ def test_init_keeps_the_instructors_config(tmp_path: Path, monkeypatch):
     assert (folder / grading.CONFIG_NAME).read_text() == before
     assert "c.ExecutePreprocessor.timeout = 9" in (folder / grading.TITO_CONFIG).read_text()
     assert grading.execute_settings(folder) == (77, "mine")
+    with grading.nbgrader_options(["--ExecutePreprocessor.timeout=4"]):  # tito's command line
+        assert grading.execute_settings(folder) == (4, "mine")
     # nbgrader's own command line wins over both files
     from nbgrader.apps import AutogradeApp
     from nbgrader.preprocessors import Execute

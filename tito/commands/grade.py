@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -48,6 +50,25 @@ def _grading():
     return grading
 
 
+# generate, autograde and feedback also take nbgrader's own options, e.g.
+# `tito grade autograde 13 --ExecutePreprocessor.timeout=120`, as `nbgrader autograde` does
+NBGRADER_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def _with_nbgrader_options(command):
+    """Run a command with the nbgrader options left over on its command line applied."""
+    signature = inspect.signature(command, eval_str=True)
+    context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+
+    @functools.wraps(command)
+    def run(*args, ctx: typer.Context, **kwargs):
+        with _grading().nbgrader_options(ctx.args):
+            return command(*args, **kwargs)
+
+    run.__signature__ = signature.replace(parameters=[*signature.parameters.values(), context])
+    return run
+
+
 def _course(course: Path | None) -> Path:
     return _grading().find_course(course)
 
@@ -87,7 +108,8 @@ def init(
     console.print("next: [name]tito grade generate N[/name]")
 
 
-@app.command()
+@app.command(context_settings=NBGRADER_OPTIONS)
+@_with_nbgrader_options
 def generate(key: ModuleArg, course: CourseOpt = None) -> None:
     """Make the student version (release/NN_slug) and check it leaks no solution or hidden test."""
     grading = _grading()
@@ -96,7 +118,8 @@ def generate(key: ModuleArg, course: CourseOpt = None) -> None:
     ok(f"released {release}; no solution line or hidden test in it")
 
 
-@app.command()
+@app.command(context_settings=NBGRADER_OPTIONS)
+@_with_nbgrader_options
 def autograde(
     key: ModuleArg,
     course: CourseOpt = None,
@@ -144,7 +167,8 @@ def autograde(
         )
 
 
-@app.command()
+@app.command(context_settings=NBGRADER_OPTIONS)
+@_with_nbgrader_options
 def feedback(key: ModuleArg, course: CourseOpt = None, student: StudentOpt = None) -> None:
     """Write HTML feedback for every autograded submission into feedback/."""
     grading = _grading()
