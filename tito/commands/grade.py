@@ -53,6 +53,10 @@ def _grading():
 # generate, autograde and feedback also take nbgrader's own options, e.g.
 # `tito grade autograde 13 --ExecutePreprocessor.timeout=120`, as `nbgrader autograde` does
 NBGRADER_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
+NBGRADER_EPILOG = (
+    "nbgrader's own options may follow, as --Class.trait=value "
+    "(e.g. --ExecutePreprocessor.timeout=120); they win over nbgrader_config.py."
+)
 
 
 def _with_nbgrader_options(command):
@@ -108,7 +112,7 @@ def init(
     console.print("next: [name]tito grade generate N[/name]")
 
 
-@app.command(context_settings=NBGRADER_OPTIONS)
+@app.command(context_settings=NBGRADER_OPTIONS, epilog=NBGRADER_EPILOG)
 @_with_nbgrader_options
 def generate(key: ModuleArg, course: CourseOpt = None) -> None:
     """Make the student version (release/NN_slug) and check it leaks no solution or hidden test."""
@@ -118,7 +122,7 @@ def generate(key: ModuleArg, course: CourseOpt = None) -> None:
     ok(f"released {release}; no solution line or hidden test in it")
 
 
-@app.command(context_settings=NBGRADER_OPTIONS)
+@app.command(context_settings=NBGRADER_OPTIONS, epilog=NBGRADER_EPILOG)
 @_with_nbgrader_options
 def autograde(
     key: ModuleArg,
@@ -167,7 +171,7 @@ def autograde(
         )
 
 
-@app.command(context_settings=NBGRADER_OPTIONS)
+@app.command(context_settings=NBGRADER_OPTIONS, epilog=NBGRADER_EPILOG)
 @_with_nbgrader_options
 def feedback(key: ModuleArg, course: CourseOpt = None, student: StudentOpt = None) -> None:
     """Write HTML feedback for every autograded submission into feedback/."""
