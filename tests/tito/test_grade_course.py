@@ -22,7 +22,7 @@ from nbformat.v4 import new_code_cell
 from nbgrader.api import Gradebook
 from typer.testing import CliRunner, Result
 
-from tito import gradebook, grading
+from tito import course, gradebook, grading
 from tito.catalog import find
 from tito.errors import TitoError
 from tito.main import app
@@ -94,7 +94,7 @@ STUDENTS = ["honest", "blank", "corrupt", "misnamed", "no_tests", "wrong_file"]
 def klass(tmp_path_factory, postgres_url) -> Class:
     """Module 01 for six kinds of submission, graded into PostgreSQL by two shards."""
     folder = init(tmp_path_factory.mktemp("class") / "course", "--timeout", 10)
-    with open(folder / grading.CONFIG_NAME, "a") as config:  # the instructor's own setting
+    with open(folder / course.CONFIG_NAME, "a") as config:  # the instructor's own setting
         config.write(f'c.CourseDirectory.db_url = "{postgres_url}"\n')
     generated = installed_tito("grade", "generate", MODULE.number, cwd=folder)
 
@@ -129,7 +129,7 @@ def test_runs_without_the_venv_on_path_inside_the_course_folder(klass: Class):
 
 def test_nbgrader_tools_are_found_without_an_activated_venv(monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    grading._tools_on_path()
+    course.tools_on_path()
     found = shutil.which("alembic")
     assert found and subprocess.run([found, "--help"], capture_output=True).returncode == 0
     assert os.environ["PATH"].endswith("/usr/bin:/bin")
@@ -143,7 +143,7 @@ def test_shards_split_the_class_and_share_one_gradebook(klass: Class):
     assert seen[0] | seen[1] == set(STUDENTS)
     for share, students in zip((1, 2), seen):
         assert all(zlib.crc32(s.encode()) % 2 == share - 1 for s in students)
-    with Gradebook(grading._api(klass.path).coursedir.db_url, grading.COURSE_ID) as gb:
+    with Gradebook(grading._api(klass.path).coursedir.db_url, course.COURSE_ID) as gb:
         assert {s.student.id for s in gb.assignment_submissions(MODULE.name)} == graded[0] | graded[
             1
         ]
@@ -243,7 +243,7 @@ def test_a_failed_release_leaves_nothing_and_names_its_cause(tmp_path: Path):
     folder = init(tmp_path / "course")
     book = tmp_path / "elsewhere" / "book.sqlite"
     book.parent.mkdir()
-    with open(folder / grading.CONFIG_NAME, "a") as config:
+    with open(folder / course.CONFIG_NAME, "a") as config:
         config.write(f'c.CourseDirectory.db_url = "sqlite:///{book}"\n')
     header = tmp_path / "header.ipynb"  # and nbgrader's own options on tito's command line
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("Hi")]), header)
@@ -267,7 +267,7 @@ def test_a_failed_release_leaves_nothing_and_names_its_cause(tmp_path: Path):
     assert "above traceback" not in said(done)
     assert not (folder / "release" / "02_activations").exists()
     assert not (folder / "gradebook.db").exists()
-    with Gradebook(f"sqlite:///{book}", grading.COURSE_ID) as gb:
+    with Gradebook(f"sqlite:///{book}", course.COURSE_ID) as gb:
         assert [a.name for a in gb.assignments] == ["06_optimizers"]
 
 
@@ -276,17 +276,17 @@ def test_init_keeps_the_instructors_config(tmp_path: Path, monkeypatch):
     folder.mkdir()
     monkeypatch.chdir(folder)
     init(Path("."), "--timeout", 5)  # `init .` in the current folder
-    assert grading.execute_settings(folder) == (5, grading.KERNEL_NAME)
-    with open(folder / grading.CONFIG_NAME, "a") as config:
+    assert course.execute_settings(folder) == (5, course.KERNEL_NAME)
+    with open(folder / course.CONFIG_NAME, "a") as config:
         config.write('c.ExecutePreprocessor.timeout = 77\nc.Execute.kernel_name = "mine"\n')
-    before = (folder / grading.CONFIG_NAME).read_text()
+    before = (folder / course.CONFIG_NAME).read_text()
     done = tito("grade", "init", "--timeout", 9)  # no argument: the course we stand in
     assert done.exit_code == 0 and "kept your nbgrader_config.py" in said(done)
-    assert (folder / grading.CONFIG_NAME).read_text() == before
-    assert "c.ExecutePreprocessor.timeout = 9" in (folder / grading.TITO_CONFIG).read_text()
-    assert grading.execute_settings(folder) == (77, "mine")
-    with grading.nbgrader_options(["--ExecutePreprocessor.timeout=4"]):  # tito's command line
-        assert grading.execute_settings(folder) == (4, "mine")
+    assert (folder / course.CONFIG_NAME).read_text() == before
+    assert "c.ExecutePreprocessor.timeout = 9" in (folder / course.TITO_CONFIG).read_text()
+    assert course.execute_settings(folder) == (77, "mine")
+    with course.nbgrader_options(["--ExecutePreprocessor.timeout=4"]):  # tito's command line
+        assert course.execute_settings(folder) == (4, "mine")
     # nbgrader's own command line wins over both files
     from nbgrader.apps import AutogradeApp
     from nbgrader.preprocessors import Execute
@@ -296,7 +296,7 @@ def test_init_keeps_the_instructors_config(tmp_path: Path, monkeypatch):
     execute = Execute(config=nbgrader.config)
     assert (execute.timeout, execute.kernel_name) == (3, "cli")
     # an nbgrader_config.py that does not load tito's settings is left alone, with the fix
-    (folder / grading.CONFIG_NAME).write_text("c = get_config()\n")
+    (folder / course.CONFIG_NAME).write_text("c = get_config()\n")
     done = tito("grade", "init")
     assert done.exit_code == 1 and "does not load tito_config.py" in said(done)
-    assert (folder / grading.CONFIG_NAME).read_text() == "c = get_config()\n"
+    assert (folder / course.CONFIG_NAME).read_text() == "c = get_config()\n"

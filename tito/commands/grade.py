@@ -66,7 +66,10 @@ def _with_nbgrader_options(command):
 
     @functools.wraps(command)
     def run(*args, ctx: typer.Context, **kwargs):
-        with _grading().nbgrader_options(ctx.args):
+        _grading()
+        from tito.course import nbgrader_options
+
+        with nbgrader_options(ctx.args):
             return command(*args, **kwargs)
 
     run.__signature__ = signature.replace(parameters=[*signature.parameters.values(), context])
@@ -74,7 +77,10 @@ def _with_nbgrader_options(command):
 
 
 def _course(course: Path | None) -> Path:
-    return _grading().find_course(course)
+    _grading()
+    from tito.course import find_course
+
+    return find_course(course)
 
 
 @app.command()
@@ -96,9 +102,11 @@ def init(
 ) -> None:
     """Create or update an nbgrader course folder: tito_config.py (rewritten), nbgrader_config.py
     (written once, then yours) and source/ converted from every course module."""
-    grading = _grading()
+    _grading()
+    from tito.course import CONFIG_NAME, TITO_CONFIG, init_course
+
     folder = _course(course)
-    result = grading.init_course(folder, timeout=timeout)
+    result = init_course(folder, timeout=timeout)
     if result.kernel_installed:
         console.print(f"installed the python3 kernel for this Python in {result.kernel_installed}")
     for path in result.written:
@@ -107,7 +115,7 @@ def init(
         names = " ".join(f"{m.number:02d}" for m in result.missing)
         console.print(f"[note]not written yet in modules/, skipped: {names}[/note]")
     kept = "kept your" if result.config_kept else "wrote"
-    console.print(f"{kept} {grading.CONFIG_NAME}; rewrote {grading.TITO_CONFIG}")
+    console.print(f"{kept} {CONFIG_NAME}; rewrote {TITO_CONFIG}")
     ok(f"course folder {folder} (tito's cell timeout {timeout} s)")
     console.print("next: [name]tito grade generate N[/name]")
 
