@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import uuid
 import zlib
 from dataclasses import dataclass
@@ -46,7 +47,8 @@ def said(result: Result | subprocess.CompletedProcess) -> str:
 
 def installed_tito(*args, cwd: Path) -> subprocess.CompletedProcess:
     """The `tito` script pip installed, by absolute path, with no venv on PATH."""
-    script = Path(sys.executable).parent / "tito"
+    folders = [Path(sysconfig.get_path("scripts")), Path(sys.executable).parent]
+    script = next(f / "tito" for f in folders if (f / "tito").exists())  # where pip put it
     env = {**os.environ, "PATH": "/usr/bin:/bin", "COLUMNS": "100"}
     return subprocess.run(
         [str(script), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True
