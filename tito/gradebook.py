@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -157,7 +158,9 @@ def _entries(gb: Gradebook, course: Path, module: CourseModule) -> dict[str, Ent
     # the latest attempt wins: a submission that failed to grade now scores 0, with its reason
     for student, record in read_outcomes(course, module).items():
         if not record.get("ok"):
-            entries[student] = Entry(UNGRADABLE, record.get("message") or "could not be graded")
+            reason = record.get("message") or "could not be graded"
+            # paths inside the course read shorter from it: submitted/ada/01_tensor/...
+            entries[student] = Entry(UNGRADABLE, reason.replace(f"{course}{os.sep}", ""))
     submitted = course / "submitted"
     for folder in sorted(submitted.glob(f"*/{name}")):
         entries.setdefault(

@@ -159,7 +159,7 @@ def test_every_submitter_is_counted_with_a_reason(klass: Class):
     assert entries["blank"].status == gradebook.GRADED and klass.scores.total("blank") == 0
     for student, reason in [
         ("corrupt", "is not a valid notebook"),
-        ("misnamed", f"no notebook at {klass.path / 'submitted' / 'misnamed'}"),
+        ("misnamed", f"no notebook at submitted/misnamed/{MODULE.name}/{NOTEBOOK}"),
         ("wrong_file", "no notebook at"),
     ]:
         assert entries[student].status == gradebook.UNGRADABLE, student
