@@ -1,0 +1,116 @@
+"""Run one graded check of one submission. tito.scoring starts this file as a script, inside the
+sandbox, with `python -I -S`; it is never imported by tito itself.
+
+stdin: one JSON job (see tito.scoring.build_job). stdout: whatever the cells print, and lines that
+start with the job's nonce, written only by this file:
+
+    <nonce> note <cell>: <error>    a setup cell raised (the check may still pass)
+    <nonce> begin                   the check's own code starts here
+    <nonce> pass                    the check's code returned
+    <nonce> fail <reason>           it raised
+
+The nonce is read from stdin before any student code runs and lives only in this function's
+locals; the static check in tito.scoring keeps submitted code away from frames, sys, os and the
+other ways to read it. A process that ends without a verdict line failed the check.
+"""
+
+import __future__
+import json
+import os
+import resource
+import sys
+import traceback
+import types
+
+# numpy's public modules become read-only, so graded code cannot swap the functions a check
+# compares with (np.allclose, np.testing.assert_allclose, ...), even through an alias.
+FROZEN = ("numpy", "math")
+
+
+class _ReadOnlyModule(types.ModuleType):
+    def __setattr__(self, name, value):
+        if isinstance(value, types.ModuleType) and name not in vars(self):
+            super().__setattr__(name, value)  # the import system adding a submodule
+            return
+        raise AttributeError(f"module {self.__name__} is read-only while grading")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"module {self.__name__} is read-only while grading")
+
+
+def _freeze() -> None:
+    import numpy
+    import numpy.testing  # noqa: F401 - loaded before it is frozen; checks use it
+
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in FROZEN and type(module) is types.ModuleType:
+            try:
+                module.__class__ = _ReadOnlyModule
+            except TypeError:
+                pass
+
+
+def _describe(err: BaseException) -> str:
+    try:
+        text = str(err).strip().splitlines()
+    except BaseException:  # a student's __str__ may raise too
+        text = []
+    name = type(err).__name__
+    if isinstance(err, MemoryError):
+        return "out of memory (MemoryError)"
+    return f"{name}: {text[0][:300]}" if text else name
+
+
+class _Compiler:
+    """compile() that keeps `from __future__` statements in force for later cells, as Jupyter does."""
+
+    def __init__(self):
+        self.flags = 0
+
+    def __call__(self, code: str, label: str):
+        compiled = compile(code, f"<cell {label}>", "exec", self.flags, True)
+        for name in __future__.all_feature_names:
+            feature = getattr(__future__, name)
+            if compiled.co_flags & feature.compiler_flag:
+                self.flags |= feature.compiler_flag
+        return compiled
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.read())
+    sys.stdin.close()
+    nonce = job["nonce"]
+    for name, value in job["limits"].items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+    sys.path[:0] = job["path"]
+    out = sys.stdout
+    write, flush = out.write, out.flush
+    sys.stderr = out  # one stream, in order
+    _freeze()
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    compile_cell = _Compiler()
+    for label, code in job["cells"]:
+        try:
+            exec(compile_cell(code, label), namespace)
+        except BaseException as err:
+            write(f"\n{nonce} note {label}: {_describe(err)}\n")
+    label, code = job["check"]
+    write(f"\n{nonce} begin\n")
+    flush()
+    try:
+        exec(compile_cell(code, label), namespace)
+    except BaseException as err:
+        verdict = f"fail {_describe(err)}"
+        try:
+            traceback.print_exception(err, file=out, limit=-8)
+        except BaseException:
+            pass
+    else:
+        verdict = "pass"
+    write(f"\n{nonce} {verdict}\n")
+    flush()
+    os._exit(0)  # no atexit hook or finalizer of graded code runs after the verdict
+
+
+if __name__ == "__main__":
+    main()

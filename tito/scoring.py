@@ -1,0 +1,354 @@
+"""Score a submission check by check, so that only the student's own code decides the grade.
+
+For each graded (locked test) cell of module N, a fresh sandboxed Python process runs
+
+- the cells of the SOURCE notebook in order, except that each solution cell is the student's
+  (matched by grade id); the student's other cells, and any edit to locked cells, are ignored;
+- then the check itself, taken from the source (hidden tests included);
+
+against a package staged for this submission: the reference export of the modules N requires
+(and nothing of N or later modules), plus the student's own export of module N. The sandboxed
+process prints a verdict line carrying a random nonce it got on stdin; tito, which never imports
+student code, reads it. Before anything runs, the student's solution cells are read (not run)
+and refused when they reach for the grader's machinery (see `forbidden`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import secrets
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from tito import exporter, lifecycle, paths, sandbox
+from tito.catalog import MODULES, CourseModule
+from tito.errors import TitoError
+
+RUNNER = Path(__file__).with_name("check_runner.py")
+SLACK = 5.0  # seconds a check gets beyond the timeout: Python and numpy start, setup cells
+MEMORY_BYTES = 2 * 2**30
+LIMITS = {
+    "RLIMIT_AS": MEMORY_BYTES,
+    "RLIMIT_NPROC": 64,  # not enforced for root; the pid namespace and the static check are
+    "RLIMIT_FSIZE": 16 * 2**20,
+    "RLIMIT_CORE": 0,
+    "RLIMIT_NOFILE": 256,
+}
+
+# --- what graded code may not do (read from the source, never run) ------------------------
+
+IMPORTS = {
+    "numpy", "math", "tinytorch", "typing", "dataclasses", "__future__", "collections",
+    "functools", "itertools", "abc", "enum", "re", "string", "operator", "copy", "heapq",
+    "bisect", "statistics", "numbers", "random", "json", "time",
+}  # fmt: skip
+# numpy's escape hatches and the attribute names of the interpreter's internals
+ATTRIBUTES = {
+    "testing", "ctypeslib", "ctypes", "f2py", "distutils", "sys", "os", "gc", "inspect",
+    "importlib", "builtins", "subprocess", "signal", "threading", "f_locals",
+    "f_globals", "f_back", "f_builtins", "f_code", "f_trace", "tb_frame", "tb_next", "gi_frame",
+    "gi_code", "cr_frame", "ag_frame", "co_code", "settrace", "setprofile",
+}  # fmt: skip
+BUILTINS = {
+    "eval", "exec", "compile", "__import__", "globals", "locals", "open", "breakpoint", "input",
+    "exit", "quit", "help", "memoryview", "setattr", "delattr",
+}  # fmt: skip
+DUNDERS = {"__init__", "__name__", "__qualname__", "__call__", "__repr__", "__len__",
+           "__getitem__", "__future__"}  # fmt: skip
+
+
+def _is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__") and name not in DUNDERS
+
+
+def _bound_names(tree: ast.Module) -> set[str]:
+    """Names a cell binds in the notebook's namespace (functions and classes not entered)."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for statement in tree.body:
+        visit(statement)
+    names.update(n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names)
+    return names
+
+
+def forbidden(code: str, allowed_names: set[str], protected: set[str]) -> str | None:
+    """Why a student's solution cell may not run in the grader (None when it may).
+
+    `protected` are the names the course's own cells use (tests included); a solution cell may
+    bind one only if the reference version of that cell binds it too (`allowed_names`), so no
+    cell can redefine `np`, `Tensor` or `isinstance` under a check.
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None  # it fails where it runs, with Python's own message
+    for node in ast.walk(tree):
+        where = f"line {getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module or "."] if node.level == 0 else ["."]
+                if any(a.name in ATTRIBUTES for a in node.names):
+                    return f"{where}: importing {node.names[0].name} is not allowed"
+            for name in modules:
+                parts = name.split(".")
+                if parts[0] not in IMPORTS or ATTRIBUTES & set(parts):
+                    return f"{where}: `import {name}` is not allowed in graded code"
+        elif isinstance(node, ast.Attribute):
+            if node.attr in ATTRIBUTES or _is_dunder(node.attr):
+                return f"{where}: `.{node.attr}` is not allowed in graded code"
+        elif isinstance(node, ast.Name):
+            if node.id in BUILTINS or _is_dunder(node.id):
+                return f"{where}: `{node.id}` is not allowed in graded code"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            why = _bad_call(node)
+            if why:
+                return f"{where}: {why}"
+    rebound = sorted((_bound_names(tree) & protected) - allowed_names)
+    if rebound:
+        return f"it redefines `{rebound[0]}`, which the course's own cells use"
+    return None
+
+
+def _bad_call(node: ast.Call) -> str | None:
+    name = node.func.id
+    first = node.args[0] if node.args else None
+    is_self = isinstance(first, ast.Name) and first.id == "self"
+    if name == "vars" and not is_self:
+        return "`vars` is allowed on `self` only"
+    if name == "getattr" and not is_self:
+        attr = node.args[1] if len(node.args) > 1 else None
+        literal = isinstance(attr, ast.Constant) and isinstance(attr.value, str)
+        if not literal or attr.value in ATTRIBUTES or _is_dunder(attr.value):
+            return "`getattr` needs a plain attribute name written out"
+    return None
+
+
+# --- the program a check runs ------------------------------------------------------------------
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+@dataclass
+class Check:
+    grade_id: str
+    points: float
+    passed: bool = False
+    reason: str = ""  # why it failed, one line
+    output: str = ""  # what the check printed (and its traceback), for the feedback
+    seconds: float = 0.0
+
+
+@dataclass
+class Scored:
+    checks: list[Check]
+    notes: list[str] = field(default_factory=list)  # one line each: setup errors, refusals
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        """One line: the first real cause of lost points, naming the cell."""
+        failed = [c for c in self.checks if not c.passed]
+        lines = list(self.notes)
+        lines += [f"{c.grade_id}: {c.reason}" for c in failed if c.reason]
+        return lines[0] if lines else ""
+
+
+def requirement_closure(module: CourseModule) -> list[CourseModule]:
+    by_number = {m.number: m for m in MODULES}
+    todo, seen = list(module.requires), set()
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo += by_number[n].requires
+    return [by_number[n] for n in sorted(seen)]
+
+
+def stage_reference(module: CourseModule, into: Path) -> Path:
+    """tinytorch/ holding the package's __init__ files and the reference export of the modules
+    `module` requires, and nothing else. Returns the package folder."""
+    package = into / "tinytorch"
+    source = paths.root() / "tinytorch"
+    for init in source.rglob("__init__.py"):
+        target = package / init.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(init, target)
+    for required in requirement_closure(module):
+        exporter.write(lifecycle.reference_files(required), package)
+    return package
+
+
+@dataclass
+class Program:
+    """The cells every check of one submission runs, the checks, and what was noticed."""
+
+    cells: list[tuple[str, str, int]]  # (label, code, index in the source)
+    checks: list[tuple[str, float, str, int]]  # (grade_id, points, code, index)
+    merged: nbformat.NotebookNode  # the source with the student's solution cells
+    notes: list[str]
+    refused: str = ""
+
+
+def build_program(source: nbformat.NotebookNode, submission: nbformat.NotebookNode) -> Program:
+    notes: list[str] = []
+    theirs: dict[str, list[int]] = {}
+    for index, cell in enumerate(submission.cells):
+        grade_id = _meta(cell).get("grade_id")
+        if grade_id:
+            theirs.setdefault(grade_id, []).append(index)
+    for grade_id, where in theirs.items():
+        if len(where) > 1:
+            cells = " and ".join(str(i + 1) for i in where[:2])
+            notes.append(f"cells {cells} share the grade id '{grade_id}'; the first one counts")
+    known = {_meta(c).get("grade_id") for c in source.cells}
+    for grade_id, where in theirs.items():
+        if grade_id not in known:
+            notes.append(f"cell {where[0] + 1} has grade id '{grade_id}', which the assignment "
+                         "does not have (renamed?); it is not graded")  # fmt: skip
+    protected = _protected_names(source)
+    merged = nbformat.from_dict(source)
+    cells, checks, refused = [], [], ""
+    for index, cell in enumerate(merged.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = _meta(cell)
+        label = meta.get("grade_id") or f"{index + 1}"
+        if meta.get("solution"):
+            found = theirs.get(meta.get("grade_id"), [])
+            if not found:
+                notes.append(f"solution cell '{label}' is missing from the submission")
+                cell.source = ""
+                continue
+            code = submission.cells[found[0]].get("source", "")
+            code = code if isinstance(code, str) else "".join(code)
+            why = forbidden(code, _bound_names(_parse(source.cells[index].source)), protected)
+            if why and not refused:
+                refused = f"solution cell '{label}' {why}"
+            cell.source = code
+            cells.append((label, code, index))
+        elif meta.get("grade"):
+            checks.append((label, float(meta.get("points", 0)), cell.source, index))
+        else:
+            cells.append((label, cell.source, index))
+    return Program(cells, checks, merged, notes, refused)
+
+
+def _parse(code: str) -> ast.Module:
+    try:
+        return ast.parse(code)
+    except SyntaxError:
+        return ast.Module(body=[], type_ignores=[])
+
+
+def _protected_names(source: nbformat.NotebookNode) -> set[str]:
+    """Every name the course's own code cells (locked cells and tests) read or bind."""
+    names = set(dir(__builtins__) if isinstance(__builtins__, dict) else dir(__builtins__))
+    for cell in source.cells:
+        if cell.cell_type == "code" and not _meta(cell).get("solution"):
+            for node in ast.walk(_parse(cell.source)):
+                if isinstance(node, ast.Name):
+                    names.add(node.id)
+            names |= _bound_names(_parse(cell.source))
+    return names
+
+
+# --- running the checks -------------------------------------------------------------------------
+
+
+def build_job(program: Program, check: tuple, nonce: str, paths: list[str]) -> str:
+    grade_id, _, code, index = check
+    cells = [[label, text] for label, text, at in program.cells if at < index]
+    return json.dumps(
+        {"nonce": nonce, "limits": LIMITS, "path": paths, "cells": cells, "check": [grade_id, code]}
+    )
+
+
+def read_verdict(run: sandbox.Finished, nonce: str, check: Check, timeout: float) -> None:
+    """Fill in `check` from the runner's output; only lines with the nonce count."""
+    lines = run.output.splitlines()
+    marks = [i for i, line in enumerate(lines) if line.startswith(nonce)]
+    begin = next((i for i in marks if lines[i] == f"{nonce} begin"), None)
+    verdicts = [i for i in marks if lines[i].startswith((f"{nonce} pass", f"{nonce} fail"))]
+    notes = [lines[i][len(nonce) + 6 :] for i in marks if lines[i].startswith(f"{nonce} note ")]
+    shown = lines[begin + 1 : verdicts[0]] if begin is not None and verdicts else lines[begin or 0:]
+    check.output = "\n".join(line for line in shown if not line.startswith(nonce)).strip()
+    check.seconds = run.seconds
+    if verdicts and lines[verdicts[0]] == f"{nonce} pass":
+        check.passed = True
+        return
+    if verdicts:
+        check.reason = lines[verdicts[0]][len(nonce) + 6 :]
+        if notes and check.reason.startswith(("NameError", "ImportError", "ModuleNotFoundError")):
+            check.reason += f" (cell {notes[0]})"
+        return
+    ending = run.ending()
+    if "SIGKILL" in ending and run.returncode is not None:
+        ending = "killed (SIGKILL; out of memory or too many processes)"
+    check.reason = f"{ending} before the check finished"
+    if run.stopped:
+        check.reason = f"{ending}; a check may run {timeout:g} s"
+
+
+def score(
+    module: CourseModule,
+    source: nbformat.NotebookNode,
+    submission: nbformat.NotebookNode,
+    reference_stage: Path,
+    timeout: float,
+    unsafe: bool = False,
+) -> Scored:
+    """Run every check of one submission, each in its own sandboxed process."""
+    program = build_program(source, submission)
+    checks = [Check(grade_id, points) for grade_id, points, _, _ in program.checks]
+    scored = Scored(checks, list(program.notes))
+    if program.refused:
+        scored.notes.insert(0, f"not run: {program.refused}")
+        for check in checks:
+            check.reason = "not run (see the first message)"
+        return scored
+    with tempfile.TemporaryDirectory(prefix="tito-grade-") as folder:
+        work = Path(folder)
+        shutil.copytree(reference_stage, work / "stage")
+        try:
+            files = exporter.render(program.merged, module, origin="the submission")
+            exporter.write(files, work / "stage" / "tinytorch")
+        except TitoError as err:
+            scored.notes.append(f"the submission's export failed: {err.message}")
+        shutil.copyfile(RUNNER, work / RUNNER.name)
+        mount = work if unsafe else Path(sandbox.MOUNT)
+        search = [str(mount / "stage"), _numpy_dir()]
+        for check, spec in zip(checks, program.checks, strict=True):
+            nonce = secrets.token_hex(16)
+            job = build_job(program, spec, nonce, search)
+            run = sandbox.run_python(RUNNER.name, work, job, timeout + SLACK, unsafe=unsafe)
+            read_verdict(run, nonce, check, timeout + SLACK)
+            scored.seconds += run.seconds
+    return scored
+
+
+def _numpy_dir() -> str:
+    import numpy
+
+    return str(Path(numpy.__file__).resolve().parent.parent)
