@@ -15,10 +15,13 @@ other ways to read it. A process that ends without a verdict line failed the che
 """
 
 import __future__
+
 import json
 import os
 import resource
+import signal
 import sys
+import time
 import traceback
 import types
 
@@ -50,19 +53,40 @@ def _freeze() -> None:
                 pass
 
 
+class CellTimeout(BaseException):
+    """Raised in the running cell when its time is up (a BaseException, like KeyboardInterrupt)."""
+
+    seconds = 0.0
+
+
+def _alarm(signum, frame):
+    raise CellTimeout()
+
+
+def _run(code, namespace, seconds: float) -> None:
+    """exec with a deadline; the parent kills the whole process if the code outlives it anyway."""
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+    try:
+        exec(code, namespace)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
 def _describe(err: BaseException) -> str:
     try:
         text = str(err).strip().splitlines()
     except BaseException:  # a student's __str__ may raise too
         text = []
     name = type(err).__name__
+    if isinstance(err, CellTimeout):
+        return f"timeout: stopped after {CellTimeout.seconds:g} s"
     if isinstance(err, MemoryError):
         return "out of memory (MemoryError)"
     return f"{name}: {text[0][:300]}" if text else name
 
 
 class _Compiler:
-    """compile() that keeps `from __future__` statements in force for later cells, as Jupyter does."""
+    """compile() keeping `from __future__` statements in force for later cells, as Jupyter does."""
 
     def __init__(self):
         self.flags = 0
@@ -87,18 +111,21 @@ def main() -> None:
     write, flush = out.write, out.flush
     sys.stderr = out  # one stream, in order
     _freeze()
+    signal.signal(signal.SIGALRM, _alarm)
+    CellTimeout.seconds = job["timeout"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     compile_cell = _Compiler()
+    setup_ends = time.monotonic() + job["timeout"]  # the cells before the check share one timeout
     for label, code in job["cells"]:
         try:
-            exec(compile_cell(code, label), namespace)
+            _run(compile_cell(code, label), namespace, setup_ends - time.monotonic())
         except BaseException as err:
             write(f"\n{nonce} note {label}: {_describe(err)}\n")
     label, code = job["check"]
     write(f"\n{nonce} begin\n")
     flush()
     try:
-        exec(compile_cell(code, label), namespace)
+        _run(compile_cell(code, label), namespace, job["timeout"])
     except BaseException as err:
         verdict = f"fail {_describe(err)}"
         try:

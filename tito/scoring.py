@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbformat.v4 import new_output
+from nbgrader.converters import Autograde
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
 from tito import exporter, lifecycle, paths, sandbox
 from tito.catalog import MODULES, CourseModule
@@ -45,7 +48,7 @@ LIMITS = {
 IMPORTS = {
     "numpy", "math", "tinytorch", "typing", "dataclasses", "__future__", "collections",
     "functools", "itertools", "abc", "enum", "re", "string", "operator", "copy", "heapq",
-    "bisect", "statistics", "numbers", "random", "json", "time",
+    "bisect", "statistics", "numbers", "random", "json", "time", "warnings",
 }  # fmt: skip
 # numpy's escape hatches and the attribute names of the interpreter's internals
 ATTRIBUTES = {
@@ -277,12 +280,18 @@ def _protected_names(source: nbformat.NotebookNode) -> set[str]:
 # --- running the checks -------------------------------------------------------------------------
 
 
-def build_job(program: Program, check: tuple, nonce: str, paths: list[str]) -> str:
+def wall_limit(timeout: float) -> float:
+    """Seconds before a check's process is killed: the cells before the check share one timeout,
+    the check has its own, and Python and numpy need a moment to start."""
+    return 2 * timeout + SLACK
+
+
+def build_job(program: Program, check: tuple, nonce: str, paths: list[str], timeout: float) -> str:
     grade_id, _, code, index = check
     cells = [[label, text] for label, text, at in program.cells if at < index]
-    return json.dumps(
-        {"nonce": nonce, "limits": LIMITS, "path": paths, "cells": cells, "check": [grade_id, code]}
-    )
+    limits = dict(LIMITS, RLIMIT_CPU=int(wall_limit(timeout)) + 1)
+    job = {"nonce": nonce, "limits": limits, "path": paths, "timeout": timeout}
+    return json.dumps(dict(job, cells=cells, check=[grade_id, code]))
 
 
 def read_verdict(run: sandbox.Finished, nonce: str, check: Check, timeout: float) -> None:
@@ -292,7 +301,9 @@ def read_verdict(run: sandbox.Finished, nonce: str, check: Check, timeout: float
     begin = next((i for i in marks if lines[i] == f"{nonce} begin"), None)
     verdicts = [i for i in marks if lines[i].startswith((f"{nonce} pass", f"{nonce} fail"))]
     notes = [lines[i][len(nonce) + 6 :] for i in marks if lines[i].startswith(f"{nonce} note ")]
-    shown = lines[begin + 1 : verdicts[0]] if begin is not None and verdicts else lines[begin or 0:]
+    shown = (
+        lines[begin + 1 : verdicts[0]] if begin is not None and verdicts else lines[begin or 0 :]
+    )
     check.output = "\n".join(line for line in shown if not line.startswith(nonce)).strip()
     check.seconds = run.seconds
     if verdicts and lines[verdicts[0]] == f"{nonce} pass":
@@ -309,6 +320,8 @@ def read_verdict(run: sandbox.Finished, nonce: str, check: Check, timeout: float
     check.reason = f"{ending} before the check finished"
     if run.stopped:
         check.reason = f"{ending}; a check may run {timeout:g} s"
+    if verdicts == [] and begin is None and notes:
+        check.reason += f" (in cell {notes[0]})"
 
 
 def score(
@@ -341,9 +354,9 @@ def score(
         search = [str(mount / "stage"), _numpy_dir()]
         for check, spec in zip(checks, program.checks, strict=True):
             nonce = secrets.token_hex(16)
-            job = build_job(program, spec, nonce, search)
-            run = sandbox.run_python(RUNNER.name, work, job, timeout + SLACK, unsafe=unsafe)
-            read_verdict(run, nonce, check, timeout + SLACK)
+            job = build_job(program, spec, nonce, search, timeout)
+            run = sandbox.run_python(RUNNER.name, work, job, wall_limit(timeout), unsafe=unsafe)
+            read_verdict(run, nonce, check, timeout)
             scored.seconds += run.seconds
     return scored
 
@@ -352,3 +365,49 @@ def _numpy_dir() -> str:
     import numpy
 
     return str(Path(numpy.__file__).resolve().parent.parent)
+
+
+# --- into nbgrader's gradebook ------------------------------------------------------------------
+
+PENDING: dict[str, Scored] = {}  # student -> verdicts, read by InjectVerdicts during autograde
+
+
+class InjectVerdicts(NbGraderPreprocessor):
+    """Stands where nbgrader's Execute stands: instead of running the notebook, it gives each
+    graded cell the output of its sandboxed check, and an error output when the check failed,
+    so nbgrader's own SaveAutoGrades records exactly the sandbox's verdicts. Other cells keep
+    no output; no student code runs in this process."""
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return cell, resources
+        cell.outputs = []
+        meta = _meta(cell)
+        if not meta.get("grade") or meta.get("solution"):
+            return cell, resources
+        scored = PENDING[resources["nbgrader"]["student"]]
+        check = next((c for c in scored.checks if c.grade_id == meta.get("grade_id")), None)
+        if check is None:
+            reason = f"'{meta.get('grade_id')}' is not a check of this assignment"
+            check = Check(str(meta.get("grade_id")), 0.0, reason=reason)
+        if check.output:
+            cell.outputs.append(new_output("stream", name="stdout", text=check.output + "\n"))
+        if not check.passed:
+            name = check.reason.split(":")[0] if ":" in check.reason else "NotPassed"
+            cell.outputs.append(
+                new_output("error", ename=name, evalue=check.reason, traceback=[check.reason])
+            )
+        return cell, resources
+
+
+def use_in_gradebook(api) -> None:
+    """Make the api's autograde record InjectVerdicts' verdicts instead of executing cells."""
+    config = api.config
+    steps = config.Autograde.get("autograde_preprocessors") or (
+        Autograde.class_traits()["autograde_preprocessors"].default()
+    )
+    config.Autograde.autograde_preprocessors = [
+        InjectVerdicts if step is Execute else step
+        for step in steps
+        if getattr(step, "__name__", "") != "StderrIsNotFailure"
+    ]

@@ -80,15 +80,27 @@ def generate(key: ModuleArg, course: CourseOpt = None) -> None:
 
 
 @app.command()
-def autograde(key: ModuleArg, course: CourseOpt = None, student: StudentOpt = None) -> None:
-    """Grade every submission in submitted/<student>/NN_slug/, one student at a time."""
+def autograde(
+    key: ModuleArg,
+    course: CourseOpt = None,
+    student: StudentOpt = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Students graded at once.")] = 1,
+    unsafe: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe",
+            help="Grade without the bubblewrap sandbox (the submission sees this machine).",
+        ),
+    ] = False,
+) -> None:
+    """Grade every submission in submitted/<student>/NN_slug/, each check in a sandbox."""
     grading = _grading()
     module = find(key)
     folder = _course(course)
-    outcomes = grading.autograde(folder, module, student)
+    outcomes = grading.autograde(folder, module, student, jobs=jobs, unsafe=unsafe)
     for outcome in outcomes:
         if outcome.ok:
-            ok(f"graded {outcome.student}")
+            ok(f"graded {outcome.student}" + (f" ({outcome.message})" if outcome.message else ""))
         else:
             fail(f"{outcome.student}: {outcome.message}")
     graded = [o for o in outcomes if o.ok]
