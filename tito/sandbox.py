@@ -14,6 +14,7 @@ the end, with the same resource limits, but with the whole machine visible.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
 import subprocess
@@ -51,6 +52,8 @@ class Finished:
         if self.stopped:
             return self.stopped
         code = self.returncode
+        if code is not None and code > 128 and code - 128 in signal.valid_signals():
+            code = 128 - code  # bubblewrap passes "killed by signal N" on as status 128 + N
         if code is not None and code < 0:
             sig = signal.Signals(-code)
             return {
@@ -136,17 +139,24 @@ def run_python(
             raise RuntimeError("bubblewrap is not installed")
         argv = _argv(binary, folder) + ["-I", "-S", f"{MOUNT}/{script}"]
         env, cwd = dict(ENV), None
-    with tempfile.TemporaryFile() as output:
+    status_read, status_write = os.pipe()
+    if not unsafe:  # bubblewrap writes the host pid of the sandbox's first process there
+        argv[1:1] = ["--json-status-fd", str(status_write)]
+    with tempfile.TemporaryFile() as output, os.fdopen(status_read, "rb") as status:
         start = time.perf_counter()
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,  # one process group to kill, away from tito's terminal
-        )
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,  # one process group to kill, away from tito's terminal
+                pass_fds=(status_write,),
+            )
+        finally:
+            os.close(status_write)
         stopped = ""
         try:
             proc.communicate(stdin.encode(), timeout=timeout)
@@ -157,6 +167,7 @@ def run_python(
         finally:
             _kill_group(proc.pid)
             proc.wait()
+            _wait_gone(_sandbox_pid(status.read()))
         seconds = time.perf_counter() - start
         output.seek(0)
         text = output.read(OUTPUT_BYTES).decode("utf-8", errors="replace")
@@ -164,6 +175,26 @@ def run_python(
 
 
 OUTPUT_BYTES = 4 * 2**20  # what tito reads back of a run's output
+
+
+def _sandbox_pid(status: bytes) -> int | None:
+    for line in status.decode(errors="replace").splitlines():
+        if '"child-pid"' in line:
+            return int(json.loads(line)["child-pid"])
+    return None
+
+
+def _wait_gone(pid: int | None, seconds: float = 5.0) -> None:
+    """Wait until the sandbox's first process is gone: the kernel ends it only after every other
+    process of its pid namespace, so then nothing the submission started is left."""
+    deadline = time.monotonic() + seconds
+    while pid is not None and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                return  # ended; its parent (bubblewrap's monitor, killed) leaves it to init
+        except OSError:
+            return
+        time.sleep(0.01)
 
 
 def _kill_group(pgid: int) -> None:

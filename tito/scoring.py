@@ -175,9 +175,8 @@ class Scored:
 
     def summary(self) -> str:
         """One line: the first real cause of lost points, naming the cell."""
-        failed = [c for c in self.checks if not c.passed]
-        lines = list(self.notes)
-        lines += [f"{c.grade_id}: {c.reason}" for c in failed if c.reason]
+        failed = [f"{c.grade_id}: {c.reason}" for c in self.checks if not c.passed and c.reason]
+        lines = self.notes + failed
         return lines[0] if lines else ""
 
 
@@ -291,48 +290,58 @@ def _protected_names(source: nbformat.NotebookNode) -> set[str]:
 # --- running the checks -------------------------------------------------------------------------
 
 
-def wall_limit(timeout: float) -> float:
-    """Seconds before a check's process is killed: the cells before the check share one timeout,
-    the check has its own, and Python and numpy need a moment to start."""
-    return 2 * timeout + SLACK
+def check_limit(timeout: float) -> float:
+    """Seconds one check's process may live: the cells before the check share one timeout, the
+    check has its own (tito/check_runner.py kills it after that)."""
+    return 2 * timeout + 1
 
 
-def build_job(program: Program, check: tuple, nonce: str, paths: list[str], timeout: float) -> str:
-    grade_id, _, code, index = check
-    cells = [[label, text] for label, text, at in program.cells if at < index]
-    limits = dict(LIMITS, RLIMIT_CPU=int(wall_limit(timeout)) + 1)
-    job = {"nonce": nonce, "limits": limits, "path": paths, "timeout": timeout}
-    return json.dumps(dict(job, cells=cells, check=[grade_id, code]))
+def build_job(program: Program, nonces: list[str], paths: list[str], timeout: float) -> str:
+    checks = [
+        {"label": grade_id, "code": code, "index": index, "nonce": nonce}
+        for (grade_id, _, code, index), nonce in zip(program.checks, nonces, strict=True)
+    ]
+    cells = [[label, text, index] for label, text, index in program.cells]
+    limits = dict(LIMITS, RLIMIT_CPU=int(check_limit(timeout)) + 1)
+    job = {"limits": limits, "path": paths, "timeout": timeout, "cells": cells}
+    return json.dumps(dict(job, checks=checks))
 
 
-def read_verdict(run: sandbox.Finished, nonce: str, check: Check, timeout: float) -> None:
-    """Fill in `check` from the runner's output; only lines with the nonce count."""
-    lines = run.output.splitlines()
-    marks = [i for i, line in enumerate(lines) if line.startswith(nonce)]
-    begin = next((i for i in marks if lines[i] == f"{nonce} begin"), None)
-    verdicts = [i for i in marks if lines[i].startswith((f"{nonce} pass", f"{nonce} fail"))]
-    notes = [lines[i][len(nonce) + 6 :] for i in marks if lines[i].startswith(f"{nonce} note ")]
-    shown = (
-        lines[begin + 1 : verdicts[0]] if begin is not None and verdicts else lines[begin or 0 :]
-    )
-    check.output = "\n".join(line for line in shown if not line.startswith(nonce)).strip()
-    check.seconds = run.seconds
-    if verdicts and lines[verdicts[0]] == f"{nonce} pass":
+ENDINGS = {
+    "signal 9": "killed (SIGKILL: out of memory, or too many processes)",
+    "signal 24": "CPU time limit exceeded",
+    "signal 25": "output limit exceeded",
+    "signal 11": "crashed (segmentation fault)",
+}
+
+
+def read_verdict(output: str, nonce: str, check: Check, timeout: float) -> list[str]:
+    """Fill in `check` from the runner's output (only lines with its nonce count); returns the
+    errors of the cells before the check."""
+    lines = output.splitlines()
+    marks = [i for i, line in enumerate(lines) if line.startswith(nonce + " ")]
+    words = {i: lines[i][len(nonce) + 1 :] for i in marks}
+    begin = next((i for i in marks if words[i] == "begin"), None)
+    verdict = next((i for i in marks if words[i].startswith(("pass", "fail "))), None)
+    ended = next((words[i][len("ended ") :] for i in marks if words[i].startswith("ended ")), None)
+    notes = [words[i][len("note ") :] for i in marks if words[i].startswith("note ")]
+    if begin is not None:
+        shown = lines[begin + 1 : verdict] if verdict is not None else lines[begin + 1 :]
+        check.output = "\n".join(line for line in shown if not line.startswith(nonce)).strip()
+    if verdict is not None and words[verdict] == "pass":
         check.passed = True
-        return
-    if verdicts:
-        check.reason = lines[verdicts[0]][len(nonce) + 6 :]
+    elif verdict is not None:
+        check.reason = words[verdict][len("fail ") :]
         if notes and check.reason.startswith(("NameError", "ImportError", "ModuleNotFoundError")):
             check.reason += f" (cell {notes[0]})"
-        return
-    ending = run.ending()
-    if "SIGKILL" in ending and run.returncode is not None:
-        ending = "killed (SIGKILL; out of memory or too many processes)"
-    check.reason = f"{ending} before the check finished"
-    if run.stopped:
-        check.reason = f"{ending}; a check may run {timeout:g} s"
-    if verdicts == [] and begin is None and notes:
-        check.reason += f" (in cell {notes[0]})"
+    elif ended is None:
+        check.reason = "the grading process ended before this check ran"
+    elif ended.startswith("timeout"):
+        check.reason = f"timeout: stopped after {timeout:g} s and killed (it ignored the stop)"
+    else:
+        why = ENDINGS.get(ended, f"ended with {ended}")
+        check.reason = f"{why}, before the check finished"
+    return notes
 
 
 def score(
@@ -343,7 +352,7 @@ def score(
     timeout: float,
     unsafe: bool = False,
 ) -> Scored:
-    """Run every check of one submission, each in its own sandboxed process."""
+    """Run every check of one submission, each in a fresh process of one sandbox."""
     program = build_program(source, submission)
     checks = [Check(grade_id, points) for grade_id, points, _, _ in program.checks]
     scored = Scored(checks, list(program.notes))
@@ -363,12 +372,17 @@ def score(
         shutil.copyfile(RUNNER, work / RUNNER.name)
         mount = work if unsafe else Path(sandbox.MOUNT)
         search = [str(mount / "stage"), _numpy_dir()]
-        for check, spec in zip(checks, program.checks, strict=True):
-            nonce = secrets.token_hex(16)
-            job = build_job(program, spec, nonce, search, timeout)
-            run = sandbox.run_python(RUNNER.name, work, job, wall_limit(timeout), unsafe=unsafe)
-            read_verdict(run, nonce, check, timeout)
-            scored.seconds += run.seconds
+        nonces = [secrets.token_hex(16) for _ in checks]
+        job = build_job(program, nonces, search, timeout)
+        wall = SLACK + len(checks) * (check_limit(timeout) + 0.5)
+        run = sandbox.run_python(RUNNER.name, work, job, wall, unsafe=unsafe)
+    scored.seconds = run.seconds
+    for check, nonce in zip(checks, nonces, strict=True):
+        for note in read_verdict(run.output, nonce, check, timeout):
+            if f"cell {note}" not in scored.notes:
+                scored.notes.append(f"cell {note}")
+        if run.stopped and not check.passed and not check.reason.startswith("timeout"):
+            check.reason = f"{run.ending()}: the grading process was stopped"
     return scored
 
 

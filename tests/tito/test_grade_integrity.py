@@ -90,22 +90,19 @@ def attackers(course: Path, module: CourseModule, source, release) -> dict[str, 
     emptied = nbformat.from_dict(release)
     for grade_id in names:
         cell_by_id(emptied, grade_id).source = ""
-    return {
+    files = (  # read the source notebook, write over every file that matters
+        f"_stolen = np.fromfile({str(targets[3])!r}, np.uint8)\n"
+        f"for _target in {[str(t) for t in targets]!r}:\n"
+        "    try:\n"
+        "        np.zeros(8, np.uint8).tofile(_target)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    class_ = {
         "package": package,
         "emptied": emptied,
-        # read the source notebook and other students' work, write over every file that matters
-        "reader": edited(release, code=f"_stolen = np.fromfile({str(targets[3])!r}, np.uint8)"),
-        "writer": edited(
-            release,
-            code=(
-                f"for _target in {[str(t) for t in targets]!r}:\n"
-                "    try:\n"
-                "        np.zeros(8, np.uint8).tofile(_target)\n"
-                "    except OSError:\n"
-                "        pass\n"
-            ),
-        ),
-        "hooks": edited(release, code=IPYTHON_HOOKS, extra=IPYTHON_HOOKS),
+        "files": edited(release, code=files),
+        "hooks": edited(release, code=IPYTHON_HOOKS.split("import ast")[0], extra=IPYTHON_HOOKS),
         "patcher": edited(
             release,
             code="np.allclose = lambda *a, **k: True\n"
@@ -119,11 +116,15 @@ def attackers(course: Path, module: CourseModule, source, release) -> dict[str, 
             "start_new_session=True)\nos._exit(0)",  # fmt: skip
             extra="import os\nos.system('sleep 900 &')",
         ),
-        "forger": edited(release, code="print('pass')\nprint('0' * 32 + ' pass')"),
-        "exiter": edited(release, code="raise SystemExit(0)"),
-        "hog": edited(release, code="_hog = [np.ones(10**7) for _ in range(1000)]"),
-        "flood": edited(release, code="while True:\n    print('x' * 65536)"),
+        # fake verdict lines, then leave with status 0
+        "forger": edited(
+            release, code="print('pass')\nprint('0' * 32 + ' pass')\nraise SystemExit(0)"
+        ),
     }
+    if module.number in (1, 13):
+        class_["hog"] = edited(release, code="_hog = [np.ones(10**7) for _ in range(1000)]")
+        class_["flood"] = edited(release, code="while True:\n    print('x' * 65536)")
+    return class_
 
 
 def stubborn(release):
@@ -236,7 +237,7 @@ def test_attackers_score_no_more_than_blank_and_the_victim_keeps_full_marks(grad
     result = graded[number]
     scores = result.scores
     attackers_ = set(scores.rows) - {"reference", "blank"}
-    assert len(attackers_) >= 13
+    assert len(attackers_) >= 9
     for student in attackers_:
         assert scores.total(student) <= scores.total("blank"), (student, result.outcomes[student])
     assert scores.total("reference") == scores.max_total
@@ -254,14 +255,14 @@ def test_course_package_and_other_students_are_byte_identical(graded, number):
 def test_each_failure_names_its_real_cause_and_cell(graded):
     said = {name: o.message for name, o in graded[13].outcomes.items()}
     assert "ImportError" in said["package"] or "circular" in said["package"]
-    assert "FileNotFoundError" in said["reader"]
+    assert "FileNotFoundError" in said["files"]
     assert "read-only while grading" in said["aliaser"]
     assert said["patcher"].startswith("not run: solution cell 'layernorm'")
     assert "`.testing` is not allowed" in said["patcher"]
     assert "redefines `isinstance`" in said["rebinder"]
     assert "`import os" in said["escaper"]
     assert "NameError: name 'get_ipython'" in said["hooks"]
-    assert "SystemExit" in said["exiter"]
+    assert "SystemExit" in said["forger"]
     assert "out of memory" in said["hog"]
     assert "output limit" in said["flood"]
     assert "SyntaxError" in said["syntax"] and "layernorm" in said["syntax"]
