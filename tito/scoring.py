@@ -78,8 +78,10 @@ def _bound_names(tree: ast.Module) -> set[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
             return
-        if isinstance(node, ast.Lambda):
-            return
+        if isinstance(
+            node, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp
+        ):
+            return  # their own scope
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -276,14 +278,30 @@ def _parse(code: str, strict: bool = False) -> ast.Module:
 
 
 def _protected_names(source: nbformat.NotebookNode) -> set[str]:
-    """Every name the course's own code cells (locked cells and tests) read or bind."""
-    names = set(dir(__builtins__) if isinstance(__builtins__, dict) else dir(__builtins__))
+    """The names the course's own code cells (locked cells, tests) take from the notebook: the
+    globals they read (names a cell never assigns itself) and what they import or define."""
+    names: set[str] = set()
     for cell in source.cells:
         if cell.cell_type == "code" and not _meta(cell).get("solution"):
-            for node in ast.walk(_parse(cell.source)):
+            tree = _parse(cell.source)
+            read, stored = set(), set()
+            for node in ast.walk(tree):
                 if isinstance(node, ast.Name):
-                    names.add(node.id)
-            names |= _bound_names(_parse(cell.source))
+                    (read if isinstance(node.ctx, ast.Load) else stored).add(node.id)
+                elif isinstance(node, ast.arg):
+                    stored.add(node.arg)
+            names |= read - stored
+            names |= {
+                alias.asname or alias.name.split(".")[0]
+                for node in tree.body
+                if isinstance(node, ast.Import | ast.ImportFrom)
+                for alias in node.names
+            }
+            names |= {
+                node.name
+                for node in tree.body
+                if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
+            }
     return names
 
 

@@ -109,7 +109,7 @@ def attackers(course: Path, module: CourseModule, source, release) -> dict[str, 
             "np.testing.assert_allclose = lambda *a, **k: None",
         ),
         "aliaser": edited(release, code="_np = np\n_np.allclose = lambda *a, **k: True"),
-        "rebinder": edited(release, code="isinstance = lambda *a: True\nnp = None"),
+        "rebinder": edited(release, code="np = None\nisinstance = lambda *a: True"),
         "escaper": edited(
             release,
             code="import os, subprocess\nsubprocess.Popen(['sleep', '900'], "
@@ -259,7 +259,7 @@ def test_each_failure_names_its_real_cause_and_cell(graded):
     assert "read-only while grading" in said["aliaser"]
     assert said["patcher"].startswith("not run: solution cell 'layernorm'")
     assert "`.testing` is not allowed" in said["patcher"]
-    assert "redefines `isinstance`" in said["rebinder"]
+    assert "it redefines `np`, which the course's own cells use" in said["rebinder"]
     assert "`import os" in said["escaper"]
     assert "NameError: name 'get_ipython'" in said["hooks"]
     assert "SystemExit" in said["forger"]
@@ -271,3 +271,39 @@ def test_each_failure_names_its_real_cause_and_cell(graded):
     assert "test-matmul" in stubborn.message and "timeout" in stubborn.message
     slowest = max(c.seconds for c in stubborn.checks)
     assert slowest < 2 * TIMEOUT + scoring.SLACK + 3
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = np.ones(3)\nprint([_ * 2 for _ in range(3)])",  # scratch code at the top of a cell
+        "def f(self, name):\n    return getattr(self, name), vars(self), hasattr(self, '__len__')",
+        "import math, functools\nfrom tinytorch.core.tensor import Tensor as _T",
+        "class A:\n    def __repr__(self):\n        return type(self).__name__",
+    ],
+)
+def test_honest_code_is_not_refused(code):
+    assert scoring.forbidden(code, set(), {"np", "Tensor", "isinstance"}) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        ("import os", "`import os` is not allowed"),
+        ("from numpy import testing", "importing testing is not allowed"),
+        ("import numpy.ctypeslib", "`import numpy.ctypeslib` is not allowed"),
+        ("from numpy import *", "import *` is not allowed"),
+        ("f = (lambda: 0).__globals__", "`.__globals__` is not allowed"),
+        ("t = getattr(np, 'test' + 'ing')", "`getattr` needs a plain attribute name"),
+        ("setattr(np, 'allclose', max)", "`setattr` is not allowed"),
+        ("def f():\n    global np\n    np = None", "redefines `np`"),
+        ("for Tensor in range(3):\n    pass", "redefines `Tensor`"),
+        ("exec('1')", "`exec` is not allowed"),
+        (
+            "e = None\ntry:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame",
+            "not allowed",
+        ),
+    ],
+)
+def test_code_that_reaches_for_the_grader_is_refused(code, why):
+    assert why in scoring.forbidden(code, set(), {"np", "Tensor", "isinstance"})
