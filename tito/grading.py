@@ -351,7 +351,12 @@ def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcom
     finally:
         scoring.PENDING.pop(name, None)
     if not result["success"]:
-        return Outcome(name, False, f"nbgrader could not record it: {_failure(result)}")
+        # duplicate or renamed grade ids stop nbgrader with a misleading line; name the cause
+        cause = next((n for n in scored.notes if "grade id" in n), None)
+        message = f"nbgrader could not record it: {_failure(result)}"
+        if cause:
+            message = f"{cause}; nbgrader cannot record such a notebook (restore the grade id)"
+        return Outcome(name, False, message, scored.checks, scored.seconds)
     return Outcome(name, True, scored.summary(), scored.checks, scored.seconds)
 
 
