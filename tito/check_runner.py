@@ -19,6 +19,7 @@ import __future__
 import json
 import os
 import resource
+import select
 import signal
 import sys
 import time
@@ -28,6 +29,7 @@ import types
 # numpy's public modules become read-only, so graded code cannot swap the functions a check
 # compares with (np.allclose, np.testing.assert_allclose, ...), even through an alias.
 FROZEN = ("numpy", "math")
+OUTPUT_LIMIT = 1 << 20  # bytes of output a check may write
 
 
 class _ReadOnlyModule(types.ModuleType):
@@ -132,21 +134,37 @@ def _check(job: dict, check: dict) -> None:
     os._exit(0)  # no atexit hook or finalizer of graded code runs after the verdict
 
 
-def _wait(pid: int, seconds: float) -> str:
-    """Wait for a child at most `seconds`; kill it after that. How it ended, in words."""
+def _collect(pid: int, pipe: int, seconds: float) -> tuple[bytes, str]:
+    """A child's output (at most OUTPUT_LIMIT bytes) and how it ended, in a word or two; it is
+    killed when its time is up or it writes more than that."""
     deadline = time.monotonic() + seconds
-    while True:
+    chunks, size, ending = [], 0, ""
+    while not ending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            ending = f"timeout {seconds:g}"
+        elif select.select([pipe], [], [], min(left, 0.1))[0]:
+            data = os.read(pipe, 65536)
+            if not data:
+                break  # the child closed its output: it ended (or will be killed below)
+            size += len(data)
+            chunks.append(data)
+            if size > OUTPUT_LIMIT:
+                ending = "output"
+    while not ending:  # the output is closed; wait for the exit
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            break
+            if os.WIFSIGNALED(status):
+                ending = f"signal {os.WTERMSIG(status)}"
+            else:
+                ending = f"status {os.WEXITSTATUS(status)}"
+            return b"".join(chunks)[:OUTPUT_LIMIT], ending
         if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return f"timeout {seconds:g}"
+            ending = f"timeout {seconds:g}"
         time.sleep(0.005)
-    if os.WIFSIGNALED(status):
-        return f"signal {os.WTERMSIG(status)}"
-    return f"status {os.WEXITSTATUS(status)}"
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return b"".join(chunks)[:OUTPUT_LIMIT], ending
 
 
 def main() -> None:
@@ -161,18 +179,26 @@ def main() -> None:
     _freeze()
     CellTimeout.seconds = job["timeout"]
     checks = job.pop("checks")
+    out = sys.stdout.buffer
     for check in checks:
         sys.stdout.flush()
+        read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:
+            os.close(read_end)
+            os.dup2(write_end, 1)
+            os.dup2(write_end, 2)
+            os.close(write_end)
             for other in checks:  # the child knows its own nonce only
                 if other is not check:
                     other["nonce"] = ""
             del checks
             _check(job, check)
-        ending = _wait(pid, 2 * job["timeout"] + 1)
-        sys.stdout.write(f"\n{check['nonce']} ended {ending}\n")
-        sys.stdout.flush()
+        os.close(write_end)
+        output, ending = _collect(pid, read_end, 2 * job["timeout"] + 1)
+        os.close(read_end)
+        out.write(output + f"\n{check['nonce']} ended {ending}\n".encode())
+        out.flush()
     os._exit(0)
 
 

@@ -330,6 +330,7 @@ ENDINGS = {
     "signal 24": "CPU time limit exceeded",
     "signal 25": "output limit exceeded",
     "signal 11": "crashed (segmentation fault)",
+    "output": "output limit exceeded (1 MiB)",
 }
 
 

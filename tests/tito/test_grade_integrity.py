@@ -122,7 +122,7 @@ def attackers(course: Path, module: CourseModule, source, release) -> dict[str, 
         ),
     }
     if module.number in (1, 13):
-        class_["hog"] = edited(release, code="_hog = [np.ones(10**7) for _ in range(1000)]")
+        class_["hog"] = edited(release, code="_hog = [np.empty(2**27) for _ in range(100)]")
         class_["flood"] = edited(release, code="while True:\n    print('x' * 65536)")
     return class_
 
