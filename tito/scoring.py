@@ -228,7 +228,7 @@ def build_program(source: nbformat.NotebookNode, submission: nbformat.NotebookNo
     for grade_id, where in theirs.items():
         if len(where) > 1:
             cells = " and ".join(str(i + 1) for i in where[:2])
-            notes.append(f"cells {cells} share the grade id '{grade_id}'; the first one counts")
+            notes.append(f"cells {cells} share the grade id '{grade_id}'")
     known = {_meta(c).get("grade_id") for c in source.cells}
     for grade_id, where in theirs.items():
         if grade_id not in known:
