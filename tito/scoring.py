@@ -178,7 +178,9 @@ class Scored:
     def summary(self) -> str:
         """One line: the first real cause of lost points, naming the cell."""
         failed = [f"{c.grade_id}: {c.reason}" for c in self.checks if not c.passed and c.reason]
-        lines = self.notes + failed
+        # a plain cell of the course (a demo, "cell 27") failing is a consequence, not a cause
+        demo = [n for n in self.notes if n.split(":")[0].split(" ")[-1].isdigit()]
+        lines = [n for n in self.notes if n not in demo] + failed + demo
         return lines[0] if lines else ""
 
 
