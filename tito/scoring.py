@@ -48,15 +48,18 @@ LIMITS = {
 
 IMPORTS = {
     "numpy", "math", "tinytorch", "typing", "dataclasses", "__future__", "collections",
-    "functools", "itertools", "abc", "enum", "re", "string", "operator", "copy", "heapq",
-    "bisect", "statistics", "numbers", "random", "json", "time", "warnings",
+    "functools", "itertools", "abc", "enum", "re", "copy", "heapq", "bisect", "statistics",
+    "numbers", "random", "json", "time", "warnings",
 }  # fmt: skip
+# not `operator` (attrgetter) or `string` (Formatter.get_field): both walk dunder attributes
 # numpy's escape hatches and the attribute names of the interpreter's internals
 ATTRIBUTES = {
     "testing", "ctypeslib", "ctypes", "f2py", "distutils", "sys", "os", "gc", "inspect",
     "importlib", "builtins", "subprocess", "signal", "threading", "f_locals",
     "f_globals", "f_back", "f_builtins", "f_code", "f_trace", "tb_frame", "tb_next", "gi_frame",
     "gi_code", "cr_frame", "ag_frame", "co_code", "settrace", "setprofile",
+    # typing evaluates annotation strings; numpy's DataSource opens files and URLs
+    "get_type_hints", "ForwardRef", "_eval_type", "_evaluate", "DataSource",
 }  # fmt: skip
 BUILTINS = {
     "eval", "exec", "compile", "__import__", "globals", "locals", "open", "breakpoint", "input",
@@ -108,8 +111,13 @@ def forbidden(code: str, allowed_names: set[str], protected: set[str]) -> str | 
         tree = _parse(code, strict=True)
     except SyntaxError:
         return None  # it fails where it runs, with Python's own message
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     for node in ast.walk(tree):
         where = f"line {getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Name) and node.id in ("getattr", "vars") and id(node) not in called:
+            return f"{where}: `{node.id}` may only be called directly"
+        if isinstance(node, ast.keyword) and node.arg == "allow_pickle":
+            return f"{where}: `allow_pickle` is not allowed (a pickle runs code when loaded)"
         if isinstance(node, ast.Import | ast.ImportFrom):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom):
@@ -343,14 +351,21 @@ def read_verdict(output: str, nonce: str, check: Check, timeout: float) -> list[
     marks = [i for i, line in enumerate(lines) if line.startswith(nonce + " ")]
     words = {i: lines[i][len(nonce) + 1 :] for i in marks}
     begin = next((i for i in marks if words[i] == "begin"), None)
-    verdict = next((i for i in marks if words[i].startswith(("pass", "fail "))), None)
+    verdicts = [i for i in marks if words[i] == "pass" or words[i].startswith("fail ")]
+    verdict = verdicts[-1] if verdicts else None
     ended = next((words[i][len("ended ") :] for i in marks if words[i].startswith("ended ")), None)
     notes = [words[i][len("note ") :] for i in marks if words[i].startswith("note ")]
     if begin is not None:
         shown = lines[begin + 1 : verdict] if verdict is not None else lines[begin + 1 :]
         check.output = "\n".join(line for line in shown if not line.startswith(nonce)).strip()
-    if verdict is not None and words[verdict] == "pass":
+    # The runner writes exactly one verdict, then exits with status 0. A second verdict line
+    # means the submission found the nonce and printed one of its own: that is never a pass.
+    if len(verdicts) > 1:
+        check.reason = "the submission wrote a verdict line of its own (tampering)"
+    elif verdict is not None and words[verdict] == "pass" and ended == "status 0":
         check.passed = True
+    elif verdict is not None and words[verdict] == "pass":
+        check.reason = f"the check passed, but its process then ended with {ended}"
     elif verdict is not None:
         check.reason = words[verdict][len("fail ") :]
         if notes and check.reason.startswith(("NameError", "ImportError", "ModuleNotFoundError")):

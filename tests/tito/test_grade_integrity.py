@@ -54,6 +54,15 @@ def edited(nb, grade_id: str | None = None, code: str = "", replace: bool = Fals
     return nb
 
 
+# reads the runner's nonce through a format string (no dunder in the code), prints a verdict
+THIEF = """\
+try:
+    raise ValueError()
+except ValueError as _e:
+    _nonce = "{0.__traceback__.tb_frame.f_back.f_back.f_locals[nonce]}".format(_e)
+print(f"\\n{_nonce} begin\\n{_nonce} pass")
+"""
+
 IPYTHON_HOOKS = """\
 ip = get_ipython()
 ip.input_transformers_post.append(lambda lines: ["pass\\n"])
@@ -121,6 +130,7 @@ def attackers(course: Path, module: CourseModule, source, release) -> dict[str, 
             release, code="print('pass')\nprint('0' * 32 + ' pass')\nraise SystemExit(0)"
         ),
     }
+    class_["thief"] = edited(release, code=THIEF)
     if module.number in (1, 13):
         class_["hog"] = edited(release, code="_hog = [np.empty(2**27) for _ in range(100)]")
         class_["flood"] = edited(release, code="while True:\n    print('x' * 65536)")
@@ -242,7 +252,7 @@ def test_attackers_score_no_more_than_blank_and_the_victim_keeps_full_marks(grad
     result = graded[number]
     scores = result.scores
     attackers_ = set(scores.rows) - {"reference", "blank", "duplicate", "renamed"}
-    assert len(attackers_) >= 9
+    assert len(attackers_) >= 10
     for student in attackers_:
         assert scores.total(student) <= scores.total("blank"), (student, result.outcomes[student])
     assert scores.total("reference") == scores.max_total
@@ -272,6 +282,8 @@ def test_each_failure_names_its_real_cause_and_cell(graded):
     assert "output limit" in said["flood"]
     assert "SyntaxError" in said["syntax"] and "layernorm" in said["syntax"]
     assert said["reference"] == ""
+    thief = graded[13].outcomes["thief"]
+    assert all("verdict line of its own (tampering)" in c.reason for c in thief.checks)
     ungradable = graded[1].outcomes
     assert not ungradable["duplicate"].ok and not ungradable["renamed"].ok
     assert ungradable["duplicate"].message.startswith("cells ") and (
