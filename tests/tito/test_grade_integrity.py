@@ -18,7 +18,7 @@ import pytest
 from nbformat.v4 import new_code_cell
 from typer.testing import CliRunner
 
-from tito import grading, paths, scoring
+from tito import grading, paths, refusals, scoring
 from tito.catalog import MODULES, CourseModule
 from tito.main import app
 
@@ -154,9 +154,9 @@ def stubborn(release):
 
 
 def _bound(code: str) -> set[str]:
-    from tito.scoring import _bound_names, _parse
+    from tito.refusals import bound_names, parse
 
-    return _bound_names(_parse(code))
+    return bound_names(parse(code))
 
 
 def digest(paths_: list[Path]) -> dict[str, str]:
@@ -309,7 +309,7 @@ def test_each_failure_names_its_real_cause_and_cell(graded):
     ],
 )
 def test_honest_code_is_not_refused(code):
-    assert scoring.forbidden(code, set(), {"np", "Tensor", "isinstance"}) is None
+    assert refusals.forbidden(code, set(), {"np", "Tensor", "isinstance"}) is None
 
 
 @pytest.mark.parametrize(
@@ -332,7 +332,7 @@ def test_honest_code_is_not_refused(code):
     ],
 )
 def test_code_that_reaches_for_the_grader_is_refused(code, why):
-    assert why in scoring.forbidden(code, set(), {"np", "Tensor", "isinstance"})
+    assert why in refusals.forbidden(code, set(), {"np", "Tensor", "isinstance"})
 
 
 def test_unsafe_grades_the_same_without_the_sandbox(graded):
