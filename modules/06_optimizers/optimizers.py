@@ -103,13 +103,11 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget the gradients: drop them (default) or fill them with zeros in place."""
-        ### BEGIN SOLUTION
         for p in self.params:
             if set_to_none:
                 p.grad = None
             elif p.grad is not None:
                 p.grad.fill(0)
-        ### END SOLUTION
 
     def step(self) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement step()")

@@ -147,8 +147,16 @@ def autograde(
             help="Grade share i of n (e.g. 2/3), for several graders sharing one gradebook."
         ),
     ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Students graded at once.")] = 1,
+    unsafe: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe",
+            help="Grade without the bubblewrap sandbox (the submission sees this machine).",
+        ),
+    ] = False,
 ) -> None:
-    """Grade every submission in submitted/<student>/NN_slug/, one student at a time."""
+    """Grade every submission in submitted/<student>/NN_slug/, each check in a sandbox."""
     grading = _grading()
     from tito import gradebook
 
@@ -161,11 +169,11 @@ def autograde(
         if not chosen:
             ok(f"no student of {len(found)} falls in shard {shard}; nothing to grade")
             return
-    outcomes = grading.autograde(folder, module, chosen)
+    outcomes = grading.autograde(folder, module, chosen, jobs=jobs, unsafe=unsafe)
     gradebook.record_outcomes(folder, module, outcomes)
     for outcome in outcomes:
         if outcome.ok:
-            ok(f"graded {outcome.student}")
+            ok(f"graded {outcome.student}" + (f" ({outcome.message})" if outcome.message else ""))
         else:
             fail(f"{outcome.student}: {outcome.message}")
     graded = [o for o in outcomes if o.ok]
