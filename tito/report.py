@@ -100,7 +100,8 @@ def show_run(run: TestRun, label: str) -> None:
             if len(others) > SHOWN_NAMES:
                 console.print(f"  ... {len(others) - SHOWN_NAMES} more")
     if len(groups) > SHOWN_GROUPS:
-        console.print(f"... and {len(groups) - SHOWN_GROUPS} more kinds of failure; fix these first")
+        more = len(groups) - SHOWN_GROUPS
+        console.print(f"... and {more} more kinds of failure; fix these first")
     if not run.failures and not run.timed_out and run.output:
         console.print(run.output, markup=False)  # pytest could not run: its own words
     if run.timed_out:

@@ -55,9 +55,7 @@ class TestRun:
 
     @property
     def ok(self) -> bool:
-        return (
-            self.returncode == 0 and self.failed == 0 and self.passed > 0 and not self.timed_out
-        )
+        return self.returncode == 0 and self.failed == 0 and self.passed > 0 and not self.timed_out
 
 
 def timeout_seconds(option: float | None = None) -> float:

@@ -73,9 +73,8 @@ def status() -> None:
     first = pending[0]
     if lifecycle.state(first, done) == "in progress":
         rel = paths.notebook(first).relative_to(paths.root())
-        console.print(
-            f"next: fill in the TODOs of {rel}, then [name]tito module complete {first.number}[/name]"
-        )
+        step = f"[name]tito module complete {first.number}[/name]"
+        console.print(f"next: fill in the TODOs of {rel}, then {step}")
     else:
         console.print(f"next: [name]tito module open {first.number}[/name]")
 
@@ -112,7 +111,7 @@ def open_(
         if exe is None:
             raise TitoError(
                 "JupyterLab is not installed, so --jupyter cannot open the notebook",
-                hint=f'pip install jupyterlab, or open {rel} in any notebook editor',
+                hint=f"pip install jupyterlab, or open {rel} in any notebook editor",
             )
         code = subprocess.run([exe, str(path)], check=False).returncode
         if code:
