@@ -247,7 +247,7 @@ def _places(frames, package: Path, root: Path, locate: Locate | None) -> list[st
             if place is not None:
                 cells.append(str(place))
             fallback = fallback or f"tinytorch/{rel.as_posix()}, line {line}"
-        elif target.is_relative_to(root) and fallback is None:
+        elif target.is_relative_to(root) and fallback is None and target.is_file():
             text = linecache.getline(str(target), line).strip()
             fallback = f"{target.relative_to(root).as_posix()}, line {line}"
             fallback += f": {text}" if text else ""
@@ -269,7 +269,7 @@ def _stop(proc, events_path: Path, running, package: Path, locate) -> str:
         places = _places(list(reversed(frames)), package, paths.root(), locate)
         where = places[0] if places else None
     _kill(proc)
-    return f"{running or 'the test run'}" + (f" (at {where})" if where else "")
+    return f"{running or '(collecting the tests)'}" + (f" (at {where})" if where else "")
 
 
 def _kill(proc) -> None:
