@@ -15,7 +15,7 @@ from tito.runner import run_tests
 
 def test(
     key: Annotated[
-        str | None, typer.Argument(metavar="[NAME]", help="Module number or name.")
+        str | None, typer.Argument(metavar="NAME", help="Module number or name.")
     ] = None,
     all_: Annotated[
         bool,
