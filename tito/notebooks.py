@@ -34,13 +34,20 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     """Read a student's .ipynb, turning broken JSON into a clear error."""
     if not path.exists():
         raise TitoError(f"no notebook at {path}", hint="create it with `tito module open N`")
+    hint = "fix it by hand, or `tito module reset N` (your file is kept as a backup)"
     try:
-        return nbformat.read(path, as_version=4)
-    except (json.JSONDecodeError, nbformat.reader.NotJSONError, UnicodeDecodeError) as err:
-        raise TitoError(
-            f"{path} is not a valid notebook ({type(err).__name__})",
-            hint="fix the JSON by hand, or `tito module reset N` (your file is kept as a backup)",
-        ) from None
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise TitoError(f"{path} is not a valid notebook ({type(err).__name__})", hint) from None
+    cells = raw.get("cells") if isinstance(raw, dict) else None
+    if not isinstance(cells, list) or not all(
+        isinstance(c, dict) and c.get("cell_type") in ("code", "markdown", "raw") for c in cells
+    ):
+        raise TitoError(f"{path} is valid JSON but not a notebook (no list of cells)", hint)
+    try:
+        return nbformat.reads(json.dumps(raw), as_version=4)
+    except (nbformat.ValidationError, KeyError, TypeError, AttributeError) as err:
+        raise TitoError(f"{path} is not a valid notebook ({type(err).__name__})", hint) from None
 
 
 def validate_metadata(notebook: nbformat.NotebookNode, origin: Path) -> None:

@@ -74,7 +74,7 @@ def status() -> None:
     if lifecycle.state(first, done) == "in progress":
         rel = paths.notebook(first).relative_to(paths.root())
         step = f"[name]tito module complete {first.number}[/name]"
-        console.print(f"next: fill in the TODOs of {rel}, then {step}")
+        console.print(f"next: fill in the TODOs of {rel}, then {step}", soft_wrap=True)
     else:
         console.print(f"next: [name]tito module open {first.number}[/name]")
 
