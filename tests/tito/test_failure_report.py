@@ -12,7 +12,6 @@ import pytest
 from tito import notebooks
 from tito.catalog import CourseModule, find
 
-
 FAKE = CourseModule(99, "fake", "Fake", (), (), "tests/99_fake")
 
 
