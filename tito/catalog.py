@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +76,10 @@ MODULES: tuple[CourseModule, ...] = (
 )
 
 
+# Numbers the course keeps free for later parts (see the README's module table).
+RESERVED = {9: "convolutions", **dict.fromkeys(range(14, 21), "the optimization tier")}
+
+
 def find(key: str | int) -> CourseModule:
     """Look a module up by number ("13", "1", 13) or slug ("transformers")."""
     text = str(key).strip().lower()
@@ -84,4 +89,12 @@ def find(key: str | int) -> CourseModule:
         if text in (module.slug, module.name):
             return module
     known = ", ".join(f"{m.number:02d} {m.slug}" for m in MODULES)
+    if text.isdigit() and int(text) in RESERVED:
+        raise TitoError(
+            f"module {int(text):02d} ({RESERVED[int(text)]}) is not part of this course yet",
+            hint=f"choose one of: {known}",
+        )
+    close = difflib.get_close_matches(text, [m.slug for m in MODULES], n=1, cutoff=0.6)
+    if close:
+        raise TitoError(f"unknown module '{key}'; did you mean '{close[0]}'?", hint=known)
     raise TitoError(f"unknown module '{key}'", hint=f"choose one of: {known}")

@@ -5,8 +5,8 @@ from rich.markup import escape
 from rich.theme import Theme
 
 THEME = Theme({"ok": "green", "bad": "bold red", "note": "dim", "name": "cyan"})
-console = Console(theme=THEME, highlight=False)
-errors = Console(theme=THEME, highlight=False, stderr=True)
+console = Console(theme=THEME, highlight=False, soft_wrap=True)  # commands stay copyable
+errors = Console(theme=THEME, highlight=False, soft_wrap=True, stderr=True)
 
 
 def ok(message: str) -> None:

@@ -138,6 +138,13 @@ def complete(
     """
     nb_path = paths.notebook(module)
     if not nb_path.exists():
+        others = sorted(nb_path.parent.glob("*.ipynb")) if nb_path.parent.exists() else []
+        if others:
+            raise TitoError(
+                f"complete reads {paths.shown(nb_path)}, which does not exist; "
+                f"found {', '.join(p.name for p in others)} beside it",
+                hint=f"rename the notebook you worked in to {nb_path.name}",
+            )
         raise TitoError(
             f"module {module.name} has no working notebook yet",
             hint=f"run `tito module open {module.number}` and fill in the TODOs first",

@@ -21,6 +21,12 @@ NBGRADER_KEYS = {"grade", "grade_id", "locked", "schema_version", "solution", "t
 
 def read_source(path: Path) -> nbformat.NotebookNode:
     """Convert a jupytext percent source into a notebook, with nbgrader metadata checked."""
+    if not path.parent.parent.is_dir():  # no modules/ at all: tito is not looking at a clone
+        raise TitoError(
+            f"tito found no course at {path.parent.parent.parent} (it has no modules/ folder)",
+            hint='install tito from a clone with `pip install -e ".[test]"`, or point TITO_ROOT '
+            "at the clone",
+        )
     if not path.exists():
         raise TitoError(f"course source {path} is missing", hint="restore it with git checkout")
     notebook = jupytext.read(path, fmt="py:percent")

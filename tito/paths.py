@@ -65,6 +65,16 @@ def _stage(path: Path, text: str) -> str:
     return tmp
 
 
+def shown(path: Path) -> str:
+    """A path as the student can use it from where they ran tito: relative to the working
+    directory when it is inside it, else absolute."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write through a temporary file and a rename, so a crash never leaves half a file."""
     write_all({path: text})

@@ -102,6 +102,12 @@ def show_run(run: TestRun, label: str) -> None:
     if len(groups) > SHOWN_GROUPS:
         more = len(groups) - SHOWN_GROUPS
         console.print(f"... and {more} more kinds of failure; fix these first")
+    if any("cannot import name" in f.message for f in run.failures):
+        console.print(
+            "[note]note: a name the tests import is missing from your package: renamed, or a "
+            "cell lost its `#| export` line?[/note]",
+            soft_wrap=True,
+        )
     if not run.failures and not run.timed_out and run.output:
         console.print(run.output, markup=False)  # pytest could not run: its own words
     if run.timed_out:

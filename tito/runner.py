@@ -203,6 +203,8 @@ def run_tests(
 def _take(event, run, outcomes, running, package, root, locate):
     """Fold one plugin event into the run; returns the test now running."""
     kind = event["kind"]
+    if "message" in event:  # "… from 'x' (/tmp/tito-stage-…/tinytorch/…)": the package's path
+        event["message"] = event["message"].replace(f"{package.parent}{os.sep}", "")
     if kind == "start":
         return event["nodeid"]
     if kind == "error":

@@ -71,8 +71,12 @@ def status() -> None:
     if not pending:
         return
     first = pending[0]
+    started = [m for m in pending[1:] if lifecycle.state(m, done) == "in progress"]
+    if started:
+        names = ", ".join(f"{m.number:02d} {m.slug}" for m in started)
+        console.print(f"also in progress: {names}")
     if lifecycle.state(first, done) == "in progress":
-        rel = paths.notebook(first).relative_to(paths.root())
+        rel = paths.shown(paths.notebook(first))
         step = f"[name]tito module complete {first.number}[/name]"
         console.print(f"next: fill in the TODOs of {rel}, then {step}", soft_wrap=True)
     else:
@@ -99,11 +103,13 @@ def open_(
 
     m = find(key)
     path, created = lifecycle.open_module(m)
-    rel = path.relative_to(paths.root())
+    rel = paths.shown(path)
     if created:
         ok(f"created {rel} with the solutions removed; fill in each TODO")
     else:
         console.print(f"{rel} already exists; it was left as it is.")
+    if not jupyter:
+        console.print(f"edit it in JupyterLab: [name]jupyter lab {rel}[/name] (or --jupyter)")
     console.print(f"when it is done: [name]tito module complete {m.number}[/name]")
     if jupyter:
         # `jupyter` alone may exist without JupyterLab (it then prints its own usage, exit 0)
@@ -130,14 +136,19 @@ def complete(key: ModuleArg, timeout: TimeoutOption = None) -> None:
     from tito import lifecycle
 
     m = find(key)
-    run, recorded = run_live(
-        f"module {m.name}", lambda live: lifecycle.complete(m, timeout=timeout, on_event=live)
-    )
+    try:
+        run, recorded = run_live(
+            f"module {m.name}", lambda live: lifecycle.complete(m, timeout=timeout, on_event=live)
+        )
+    except KeyboardInterrupt:
+        raise TitoError(
+            "interrupted; tinytorch/ and your progress are as they were", exit_code=130
+        ) from None
     show_run(run, f"module {m.name}")
     if not recorded:
         fail(
             "not recorded; the package keeps its previous code for this module",
-            hint=f"fix the failing parts in {paths.notebook(m).relative_to(paths.root())} "
+            hint=f"fix the failing parts in {paths.shown(paths.notebook(m))} "
             f"and run `tito module complete {m.number}` again",
         )
         raise typer.Exit(1)
@@ -195,7 +206,7 @@ def export(
             names = ", ".join(f"{m.number:02d} {m.slug}" for m in kept)
             console.print(f"kept your completed code for {names} (--force replaces it)")
     for path in lifecycle.export_reference(chosen, force=force):
-        console.print(f"wrote {path.relative_to(paths.root())}")
+        console.print(f"wrote {paths.shown(path)}")
 
 
 @app.command("test")
@@ -224,5 +235,5 @@ def reset(
         typer.confirm(f"Reset module {m.name}? Your notebook is kept as a backup.", abort=True)
     backup = lifecycle.reset(m)
     if backup is not None:
-        console.print(f"your notebook was saved to {backup.relative_to(paths.root())}")
+        console.print(f"your notebook was saved to {paths.shown(backup)}")
     ok(f"module {m.name} reset to the fresh notebook and the reference package code")
