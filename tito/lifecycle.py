@@ -77,8 +77,13 @@ def check_reference(module: CourseModule, done: dict | None = None) -> list[str]
     student's recorded export, otherwise the reference in modules/."""
     done = progress.load() if done is None else done
     record = done.get(module.number)
+    package = paths.root() / "tinytorch"
+    if record is not None and not record.files:  # recorded before tito kept hashes
+        mine = f"from {paths.notebook(module).relative_to(paths.root()).as_posix()};"
+        if all(mine in _first_line(package / rel) for rel in reference_files(module)):
+            return []
     if record is None or not record.files:
-        return exporter.drift(reference_files(module), paths.root() / "tinytorch")
+        return exporter.drift(reference_files(module), package)
     diffs = []
     for rel, expected in record.files.items():
         target = paths.root() / "tinytorch" / rel
@@ -89,6 +94,13 @@ def check_reference(module: CourseModule, done: dict | None = None) -> list[str]
                 f"(it no longer holds the code `complete` installed)"
             )
     return diffs
+
+
+def _first_line(path: Path) -> str:
+    if not path.exists():
+        return ""
+    with open(path, encoding="utf-8") as handle:
+        return handle.readline()
 
 
 def missing_prerequisites(module: CourseModule) -> list[CourseModule]:

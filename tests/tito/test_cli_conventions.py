@@ -39,8 +39,11 @@ def test_python_dash_m_runs_tito_and_tito_main_is_not_silent(project):
     assert bare.returncode != 0 and "Usage: tito" in bare.stdout + bare.stderr
 
 
-def test_debug_is_accepted_anywhere(project, cli):
-    result = cli("module", "open", "99", "--debug")
+@pytest.mark.parametrize(
+    "args", [("module", "open", "99", "--debug"), ("grade", "generate", "99", "--debug")]
+)
+def test_debug_is_accepted_anywhere(project, cli, args):
+    result = cli(*args)
     assert result.exit_code != 0 and result.exception is not None  # the traceback, not a line
     assert "No such option" not in result.output
 

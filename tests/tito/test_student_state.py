@@ -133,3 +133,17 @@ def test_completed_code_is_installed_with_progress_or_not_at_all_and_export_keep
     assert package.read_text() == reference
     assert json.loads((project / ".tito/progress.json").read_text())["completed"] == {}
     assert "in progress" in cli("module", "status").stdout
+
+
+def test_a_completion_recorded_before_hashes_is_still_the_students_code(project, cli):
+    package = project / "tinytorch/core/tensor.py"
+    text = package.read_text()
+    package.write_text(
+        text.replace("from modules/01_tensor/tensor.py;", "from workspace/01_tensor/tensor.ipynb;")
+    )
+    assert cli("module", "export", "1", "--check").exit_code == 1  # not complete: reference
+    record = {"module": 1, "passed": 30, "failed": 0, "completed_at": "2026-01-01T00:00:00"}
+    progress = project / ".tito/progress.json"
+    progress.parent.mkdir()
+    progress.write_text(json.dumps({"version": 1, "completed": {"1": record}}))
+    assert cli("module", "export", "1", "--check").exit_code == 0
