@@ -186,7 +186,7 @@ def run_tests(
                 if done:
                     break
                 if time.monotonic() - start > limit:
-                    run.timed_out = _stop(proc, events_path, running, package, locate) or "?"
+                    run.timed_out = _stop(proc, events_path, running, package, locate)
                     break
                 time.sleep(0.05)
         finally:
