@@ -86,7 +86,9 @@ def fake_tests(project):
     return write
 
 
-def test_a_timeout_stops_the_whole_process_group_and_says_where(project, fake_tests, tmp_path):
+def test_a_timeout_stops_the_whole_process_group_and_says_where(
+    project, fake_tests, tmp_path, capsys
+):
     from tito.report import show_run
     from tito.runner import run_tests
 
@@ -107,11 +109,15 @@ def test_a_timeout_stops_the_whole_process_group_and_says_where(project, fake_te
     )
     run = run_tests(FAKE, timeout=15)  # generous: starting pytest on a busy machine takes seconds
     assert not run.ok and run.passed == 1
-    assert "test_fake.py::test_endless" in run.timed_out and "while True" in run.timed_out
+    assert run.timed_out.startswith("tests/99_fake/test_fake.py::test_endless (at ")
+    assert re.search(r"test_fake.py, line 1[01]: (while True:|pass)\)$", run.timed_out)
     pid = int(marker.read_text())
     state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True)
     assert state.stdout.strip() in ("", "Z")  # gone (or a zombie awaiting its reaper)
-    show_run(run, "fake")  # the message names the option and the variable
+    show_run(run, "fake")
+    said = capsys.readouterr().err
+    assert "fake: stopped after" in said and "test_fake.py, line 1" in said
+    assert "--timeout SECONDS or TITO_TEST_TIMEOUT" in said
 
 
 def test_timeout_option_and_variable_are_checked(monkeypatch):
