@@ -76,13 +76,22 @@ MODULES: tuple[CourseModule, ...] = (
 )
 
 
+def complete_key(incomplete: str) -> list[str]:
+    """Shell completion for a module argument: numbers and names that start with the input."""
+    keys = [f"{m.number:02d}" for m in MODULES] + [m.slug for m in MODULES]
+    return [k for k in keys if k.startswith(incomplete.lower())]
+
+
 # Numbers the course keeps free for later parts (see the README's module table).
 RESERVED = {9: "convolutions", **dict.fromkeys(range(14, 21), "the optimization tier")}
 
 
 def find(key: str | int) -> CourseModule:
-    """Look a module up by number ("13", "1", 13) or slug ("transformers")."""
+    """Look a module up by number ("13", "1", 13), slug ("transformers") or a path a shell
+    completed for the student (workspace/01_tensor/tensor.ipynb, modules/01_tensor/)."""
     text = str(key).strip().lower()
+    if "/" in text or text.endswith((".ipynb", ".py")):
+        text = Path(text).stem if text.endswith((".ipynb", ".py")) else Path(text).name
     for module in MODULES:
         if text.isdigit() and int(text) == module.number:
             return module

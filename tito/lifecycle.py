@@ -141,10 +141,11 @@ def _check_writable(targets: list[Path]) -> None:
 
 def complete(
     module: CourseModule, timeout: float | None = None, on_event=None
-) -> tuple[TestRun, bool]:
+) -> tuple[TestRun, bool, list[Path]]:
     """Export the student's notebook into a staged copy of the package, test it, then install it.
 
-    Returns the test run and whether progress was recorded. The package in the project only
+    Returns the test run, whether progress was recorded, and the backups made of package files
+    someone had edited by hand. The package in the project only
     changes when the student's code passes, and then together with the progress file, so a
     failing or interrupted attempt never breaks later modules or leaves half a change.
     """
@@ -193,11 +194,36 @@ def complete(
             on_event=on_event,
         )
     if not run.ok:
-        return run, False
+        return run, False, []
     writes = {package / rel: text for rel, text in files.items()}
+    saved = _hand_edits(module, files, origin)
+    writes.update(saved)
     writes[progress.file()] = progress.with_record(module.number, run.passed, run.failed, files)
     paths.write_all(writes)
-    return run, True
+    return run, True, list(saved)
+
+
+def _hand_edits(module: CourseModule, files: dict[Path, str], origin: str) -> dict[Path, str]:
+    """Backups of package files someone edited by hand (neither the reference, nor the code a
+    completion installed), which installing the notebook's code would otherwise erase."""
+    package = paths.root() / "tinytorch"
+    record = progress.load().get(module.number)
+    reference = reference_files(module)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    saved = {}
+    for rel, text in files.items():
+        target = package / rel
+        if not target.exists():
+            continue
+        current = target.read_text(encoding="utf-8")
+        known = {text, reference.get(rel)}
+        if current in known or f"from {origin};" in current.partition("\n")[0]:
+            continue
+        if record is not None and record.files.get(rel.as_posix()) == progress.digest(current):
+            continue
+        backup = paths.notebook(module).parent / "backups" / f"{rel.stem}-{stamp}.py"
+        saved[backup] = current
+    return saved
 
 
 def reset(module: CourseModule) -> Path | None:

@@ -19,6 +19,20 @@ def test_a_misspelt_module_gets_a_suggestion(project, cli):
     assert result.exit_code == 1 and "did you mean 'tensor'?" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "key", ["workspace/01_tensor/tensor.ipynb", "modules/01_tensor/", "01_tensor", "Tensor", "001"]
+)
+def test_a_module_can_be_named_by_the_path_a_shell_completed(key):
+    assert find(key).number == 1
+
+
+def test_shell_completion_offers_module_numbers_and_names():
+    from tito.catalog import complete_key
+
+    assert complete_key("t") == ["tensor", "training", "tokenization", "transformers"]
+    assert complete_key("1") == ["10", "11", "12", "13"]
+
+
 def test_a_reserved_module_number_says_it_is_not_in_the_course_yet(project, cli):
     result = cli("module", "open", "9")
     assert result.exit_code == 1

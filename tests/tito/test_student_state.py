@@ -112,7 +112,12 @@ def test_completed_code_is_installed_with_progress_or_not_at_all_and_export_keep
     assert package.read_text() == reference and not (project / ".tito/progress.json").exists()
     monkeypatch.setattr(paths, "_stage", real)
 
-    assert cli("module", "complete", "1").exit_code == 0
+    # a hand edit of the package file is kept as a backup when the notebook's code goes in
+    package.write_text(reference + "\n# my quick fix\n")
+    done = cli("module", "complete", "1")
+    assert done.exit_code == 0 and "edited by hand was saved to" in done.stdout
+    (backup,) = (project / "workspace/01_tensor/backups").glob("tensor-*.py")
+    assert backup.read_text().endswith("# my quick fix\n")
     mine = package.read_text()
     assert "workspace/01_tensor/tensor.ipynb" in mine
 

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from tito import paths, progress
-from tito.catalog import MODULES, find
+from tito.catalog import MODULES, complete_key, find
 from tito.console import console, fail, ok
 from tito.errors import TitoError
 from tito.report import LiveProgress, show_run
@@ -21,7 +21,12 @@ from tito.runner import run_tests
 
 app = typer.Typer(help="Work through the course modules.", no_args_is_help=True)
 
-ModuleArg = Annotated[str, typer.Argument(help="Module number or name, e.g. 13 or transformers.")]
+ModuleArg = Annotated[
+    str,
+    typer.Argument(
+        help="Module number or name, e.g. 13 or transformers.", autocompletion=complete_key
+    ),
+]
 
 
 def _table(show_counts: bool) -> Table:
@@ -137,7 +142,7 @@ def complete(key: ModuleArg, timeout: TimeoutOption = None) -> None:
 
     m = find(key)
     try:
-        run, recorded = run_live(
+        run, recorded, saved = run_live(
             f"module {m.name}", lambda live: lifecycle.complete(m, timeout=timeout, on_event=live)
         )
     except KeyboardInterrupt:
@@ -152,6 +157,8 @@ def complete(key: ModuleArg, timeout: TimeoutOption = None) -> None:
             f"and run `tito module complete {m.number}` again",
         )
         raise typer.Exit(1)
+    for backup in saved:
+        console.print(f"the package file you edited by hand was saved to {paths.shown(backup)}")
     ok(f"module {m.name} complete; your code is now in tinytorch")
 
 

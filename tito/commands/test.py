@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tito.catalog import MODULES, find
+from tito.catalog import MODULES, complete_key, find
 from tito.commands.module import TimeoutOption, run_live
 from tito.errors import TitoError
 from tito.report import show_run
@@ -15,7 +15,8 @@ from tito.runner import run_tests
 
 def test(
     key: Annotated[
-        str | None, typer.Argument(metavar="NAME", help="Module number or name.")
+        str | None,
+        typer.Argument(metavar="NAME", help="Module number or name.", autocompletion=complete_key),
     ] = None,
     all_: Annotated[
         bool,
