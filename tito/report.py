@@ -83,15 +83,16 @@ def show_run(run: TestRun, label: str) -> None:
     groups: dict[tuple, list[Failure]] = {}
     for failure in run.failures:
         kind = failure.message.split(":")[0]
-        groups.setdefault((kind, tuple(failure.places)), []).append(failure)
-    for (_, places), failures in list(groups.items())[:SHOWN_GROUPS]:
+        # the two innermost places identify a cause; callers further out vary with the test
+        groups.setdefault((kind, tuple(failure.places[:2])), []).append(failure)
+    for failures in list(groups.values())[:SHOWN_GROUPS]:
         first, *others = failures
         if first.test.endswith(".py") and len(failures) > 1:  # one import error, many files
             others = []
         console.print(f"[bad]FAILED[/bad] {first.test}", soft_wrap=True)
         for line in first.message.splitlines():
             console.print(f"    {line}", markup=False, soft_wrap=True)
-        for number, place in enumerate(places):
+        for number, place in enumerate(first.places):
             console.print(f"    {'from' if number else 'at'} {place}", markup=False, soft_wrap=True)
         if others:
             console.print(f"  and {len(others)} more failing the same way:")
