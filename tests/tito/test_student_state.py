@@ -152,3 +152,16 @@ def test_a_completion_recorded_before_hashes_is_still_the_students_code(project,
     progress.parent.mkdir()
     progress.write_text(json.dumps({"version": 1, "completed": {"1": record}}))
     assert cli("module", "export", "1", "--check").exit_code == 0
+
+
+def test_a_refused_write_names_the_file_not_its_temporary_sibling(tmp_path, monkeypatch):
+    import tempfile
+
+    def refuse(dir, prefix, suffix):
+        raise PermissionError(13, "Permission denied", f"{dir}/{prefix}x{suffix}")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    target = tmp_path / "progress.json"
+    with pytest.raises(PermissionError) as err:
+        paths.write_all({target: "{}"})
+    assert err.value.filename == str(target)
