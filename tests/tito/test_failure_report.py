@@ -65,16 +65,6 @@ def test_a_syntax_error_is_one_line_at_the_notebook_cell_and_runs_no_test(projec
     assert "passed" not in result.output  # no test ran
 
 
-def test_an_assertion_failure_points_at_the_test_line(project, cli, monkeypatch):
-    write_notebook(project, "        return a + b\n", "        return a - b\n")
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-k broadcast_arithmetic")
-    result = cli("module", "complete", "1")
-    assert result.exit_code == 1
-    assert "FAILED tests/01_tensor/test_tensor_ops.py::test_broadcast_arithmetic" in result.stdout
-    assert "AssertionError: Not equal to tolerance" in result.stdout
-    assert re.search(r"at tests/01_tensor/test_tensor_ops.py, line \d+: \S", result.stdout)
-
-
 @pytest.fixture
 def fake_tests(project):
     folder = project / FAKE.tests
@@ -107,7 +97,7 @@ def test_a_timeout_stops_the_whole_process_group_and_says_where(
                 pass
         """
     )
-    run = run_tests(FAKE, timeout=15)  # generous: starting pytest on a busy machine takes seconds
+    run = run_tests(FAKE, timeout=10)  # generous: starting pytest on a busy machine takes seconds
     assert not run.ok and run.passed == 1
     assert run.timed_out.startswith("tests/99_fake/test_fake.py::test_endless (at ")
     assert re.search(r"test_fake.py, line 1[01]: (while True:|pass)\)$", run.timed_out)
