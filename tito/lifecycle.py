@@ -103,6 +103,25 @@ def _first_line(path: Path) -> str:
         return handle.readline()
 
 
+def installed_map(module: CourseModule):
+    """For `tito test`: map package lines to the student's notebook cells when the package holds
+    exactly what that notebook exports (a completed module); otherwise None."""
+    nb_path = paths.notebook(module)
+    if not nb_path.exists():
+        return None
+    try:
+        nb = notebooks.read_notebook(nb_path)
+        files = exporter.render(nb, module, origin=nb_path.relative_to(paths.root()).as_posix())
+    except TitoError:
+        return None
+    package = paths.root() / "tinytorch"
+    for rel, text in files.items():
+        target = package / rel
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            return None
+    return SourceMap(nb, files, nb_path.name).place
+
+
 def missing_prerequisites(module: CourseModule) -> list[CourseModule]:
     package = paths.root()
     by_number = {m.number: m for m in MODULES}

@@ -152,3 +152,18 @@ def test_a_flood_of_prints_keeps_memory_bounded(project, fake_tests):
     ok, passed, kept, child_mb, parent_mb = out
     assert ok == "True" and passed == "1"
     assert int(kept) < 100_000 and int(child_mb) < 250 and int(parent_mb) < 250, out
+
+
+def test_tito_test_maps_failures_to_the_notebook_the_package_came_from(project, cli, monkeypatch):
+    from tito import exporter
+
+    cli("module", "open", "1")
+    path = notebook_path(project, "01_tensor", "tensor")
+    nb = nbformat.read(path, as_version=4)
+    files = exporter.render(nb, find(1), origin="workspace/01_tensor/tensor.ipynb")
+    exporter.write(files, project / "tinytorch")  # as if this notebook had been installed
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-k autograd_hook")
+    result = cli("test", "1")
+    assert result.exit_code == 1
+    cell, line, source = cell_line(nb, result.stdout)
+    assert "raise NotImplementedError" in source

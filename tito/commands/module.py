@@ -219,8 +219,14 @@ def export(
 @app.command("test")
 def test_module(key: ModuleArg, timeout: TimeoutOption = None) -> None:
     """Run a module's tests against the current tinytorch package (same as `tito test`)."""
+    from tito import lifecycle
+
     m = find(key)
-    run = run_live(f"tests {m.name}", lambda live: run_tests(m, timeout=timeout, on_event=live))
+    locate = lifecycle.installed_map(m)
+    run = run_live(
+        f"tests {m.name}",
+        lambda live: run_tests(m, timeout=timeout, on_event=live, locate=locate),
+    )
     show_run(run, f"tests {m.name}")
     if not run.ok:
         raise typer.Exit(1)

@@ -38,10 +38,18 @@ def test(
     if key is not None:
         base = find(key)
         chosen = [base] + [m for m in MODULES if all_ and base.number in m.requires]
+    from tito import lifecycle  # jupytext: imported when the command runs, not at startup
+
     failed = False
     for m in chosen:
         label = f"tests {m.name}"
-        run = run_live(label, lambda live, m=m: run_tests(m, timeout=timeout, on_event=live))
+        locate = lifecycle.installed_map(m)
+        run = run_live(
+            label,
+            lambda live, m=m, locate=locate: run_tests(
+                m, timeout=timeout, on_event=live, locate=locate
+            ),
+        )
         show_run(run, label)
         failed |= not run.ok
     if failed:
