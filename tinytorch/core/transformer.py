@@ -2,24 +2,25 @@
 
 """The transformer family under its course path: `from tinytorch.core.transformer import GPT`."""
 
-from tinytorch.models.transformer import (  # noqa: F401
-    GPT,
-    PRESETS,
-    DecoderBlock,
-    GPTConfig,
-    Seq2SeqTransformer,
-    TransformerBlock,
-    TransformerEncoder,
-    count_parameters,
-    estimate_memory,
-    estimate_parameters,
-    load_model,
-    load_torch_state_dict,
-    save_model,
-    to_torch_state_dict,
-)
-from tinytorch.nn.feedforward import MLP  # noqa: F401
-from tinytorch.nn.normalization import LayerNorm  # noqa: F401
+if __name__ != "__main__":  # the package file only: in this notebook the names are defined below
+    from tinytorch.models.transformer import (  # noqa: F401
+        GPT,
+        PRESETS,
+        DecoderBlock,
+        GPTConfig,
+        Seq2SeqTransformer,
+        TransformerBlock,
+        TransformerEncoder,
+        count_parameters,
+        estimate_memory,
+        estimate_parameters,
+        load_model,
+        load_torch_state_dict,
+        save_model,
+        to_torch_state_dict,
+    )
+    from tinytorch.nn.feedforward import MLP  # noqa: F401
+    from tinytorch.nn.normalization import LayerNorm  # noqa: F401
 
 __all__ = ["GPT", "GPTConfig", "PRESETS", "TransformerBlock", "LayerNorm", "MLP",
            "DecoderBlock", "TransformerEncoder", "Seq2SeqTransformer",
