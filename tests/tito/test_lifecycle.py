@@ -1,6 +1,7 @@
 """The student lifecycle through the CLI: open, complete, reset, export --check, errors."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -61,6 +62,10 @@ def test_complete_tests_the_students_code_not_the_reference(project, cli):
     nbformat.write(solved, path)
     result = cli("module", "complete", "1")
     assert result.exit_code == 1 and "not recorded" in result.output
+    # the report names the failing test, its first message and the test line that caught it
+    assert "FAILED tests/01_tensor/test_tensor_ops.py::test_broadcast_arithmetic" in result.stdout
+    assert "AssertionError: Not equal to tolerance" in result.stdout
+    assert re.search(r"at tests/01_tensor/test_tensor_ops.py, line \d+: \S", result.stdout)
 
 
 def test_reset_keeps_a_backup_and_restores(project, cli):
