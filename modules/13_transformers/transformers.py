@@ -53,7 +53,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tinytorch.core.attention import KVCache, MultiHeadAttention, causal_mask
+from tinytorch.core.attention import KVCache, MultiHeadAttention, causal_mask, check_heads
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding, PositionalEncoding
 from tinytorch.core.layers import Linear, Module
@@ -245,15 +245,6 @@ class MLP(Module):
 
 # %% nbgrader={"grade": false, "grade_id": "block", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
-def _check_heads(embed_dim: int, num_heads: int) -> None:
-    if num_heads <= 0 or embed_dim % num_heads != 0:
-        raise ValueError(
-            f"embed_dim={embed_dim} must be divisible by num_heads={num_heads} so every head gets "
-            f"embed_dim // num_heads features; choose e.g. num_heads in "
-            f"{[h for h in (1, 2, 4, 6, 8, 12, 16) if embed_dim % h == 0]}"
-        )
-
-
 class TransformerBlock(Module):
     """Self-attention and an MLP, each wrapped in a residual connection with a LayerNorm.
 
@@ -261,8 +252,7 @@ class TransformerBlock(Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: float = 4, norm_first=True):
-        _check_heads(embed_dim, num_heads)
-        self.attention = MultiHeadAttention(embed_dim, num_heads)
+        self.attention = MultiHeadAttention(embed_dim, num_heads)  # checks the head count
         self.ln1 = LayerNorm(embed_dim)
         self.mlp = MLP(embed_dim, hidden_dim=int(embed_dim * mlp_ratio))
         self.ln2 = LayerNorm(embed_dim)
@@ -405,7 +395,8 @@ def _check_generate_args(max_new_tokens, temperature, top_k, vocab_size, stop_to
 # slides: every position shifts by one, so every cached key is stale and the cache is refilled from
 # the cropped window. That keeps cached generation equal to recomputation.
 #
-# Write `GPT.forward` (embeddings, blocks, final norm, projection) and `_create_causal_mask`.
+# Write `GPT.forward` (embeddings, blocks, final norm, projection) and `_create_causal_mask`,
+# which hands module 12's `causal_mask(seq_len, past_len)` to the blocks as a Tensor.
 
 
 # %% nbgrader={"grade": false, "grade_id": "gpt", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -461,7 +452,7 @@ class GPT(Module):
         for name, value in sizes.items():
             if not isinstance(value, (int, np.integer)) or value <= 0:
                 raise ValueError(f"GPT: {name} must be a positive integer, got {value!r}")
-        _check_heads(embed_dim, num_heads)
+        check_heads(embed_dim, num_heads)
         if position not in POSITIONS:
             raise ValueError(f"GPT: position must be one of {sorted(POSITIONS)}, got {position!r}")
         self.config = GPTConfig(vocab_size, embed_dim, num_layers, num_heads, max_seq_len,
@@ -515,7 +506,7 @@ class GPT(Module):
     def _create_causal_mask(self, seq_len: int, past: int = 0) -> Tensor:
         """Additive mask (seq_len, past + seq_len): 0 where query i may see key j, -inf after."""
         ### BEGIN SOLUTION
-        return Tensor(np.triu(np.full((seq_len, past + seq_len), -np.inf), k=past + 1))
+        return Tensor(causal_mask(seq_len, past))  # module 12 builds it; one definition
         ### END SOLUTION
 
     def _last_logits(self, tokens: np.ndarray, cache: list[KVCache] | None) -> np.ndarray:
@@ -700,8 +691,7 @@ class DecoderBlock(Module):
     """Causal self-attention, cross-attention over the encoder output, and an MLP (pre-norm)."""
 
     def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: float = 4):
-        _check_heads(embed_dim, num_heads)
-        self.self_attention = MultiHeadAttention(embed_dim, num_heads)
+        self.self_attention = MultiHeadAttention(embed_dim, num_heads)  # checks the head count
         self.ln1 = LayerNorm(embed_dim)
         self.cross_attention = MultiHeadAttention(embed_dim, num_heads)
         self.ln_cross = LayerNorm(embed_dim)
