@@ -41,7 +41,7 @@ class Training:
     sample_tokens: int
     build_limit: int  # build (and count) GPT sizes up to this many parameters; formula beyond
     tokenizer: str = "char"  # "char" or "bpe"; --tokenizer overrides it
-    bpe_vocab: int = 512  # vocabulary of the BPE tokenizer: 256 bytes plus learned merges
+    bpe_vocab: int = 1024  # vocabulary of the BPE tokenizer: 256 bytes plus learned merges
 
 
 TRAINING = {
