@@ -68,7 +68,7 @@ class Milestone:
         return getattr(importlib.import_module(module), function)(self, options)
 
 
-_GPT_MODULES = (1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13)
+_GPT_MODULES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13)  # 08: the language-model windows
 
 MILESTONES: tuple[Milestone, ...] = (
     Milestone(
