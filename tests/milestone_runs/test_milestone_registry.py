@@ -10,6 +10,7 @@ import pytest
 
 import milestones
 from tinytorch.models.transformer import PRESETS
+from tito.catalog import MODULES
 
 SOURCES = sorted((Path(milestones.__file__).parent).glob("*.py"))
 
@@ -42,3 +43,30 @@ def test_the_registry_imports_no_tinytorch():
         "import milestones, sys; assert 'tinytorch' not in {m.split('.')[0] for m in sys.modules}"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def imports_of(name: str) -> set[str]:
+    tree = ast.parse((Path(milestones.__file__).parent / f"{name}.py").read_text(encoding="utf-8"))
+    found = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    found |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    for node in ast.walk(tree):  # `from milestones import plots, report`
+        if isinstance(node, ast.ImportFrom) and node.module == "milestones":
+            found |= {f"milestones.{a.name}" for a in node.names}
+    return found
+
+
+@pytest.mark.parametrize("milestone", milestones.MILESTONES, ids=lambda m: m.name)
+def test_requires_lists_every_module_the_run_imports(milestone):
+    homes = {f"tinytorch.{dotted}": m.number for m in MODULES for dotted in m.exports}
+    todo, seen, needed = [milestone.entry.split(":")[0].split(".")[1]], set(), set()
+    while todo:
+        name = todo.pop()
+        if name in seen or not (Path(milestones.__file__).parent / f"{name}.py").exists():
+            continue
+        seen.add(name)
+        for dotted in imports_of(name):
+            if dotted in homes:
+                needed.add(homes[dotted])
+            elif dotted.startswith("milestones."):
+                todo.append(dotted.split(".")[1])
+    assert needed and needed <= set(milestone.requires)
