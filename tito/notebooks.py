@@ -66,6 +66,14 @@ def validate_metadata(notebook: nbformat.NotebookNode, origin: Path) -> None:
             )
         if grader["grade"] and "points" not in grader:
             raise TitoError(f"{origin}: graded cell {grader['grade_id']} has no points")
+        if BEGIN_SOLUTION in cell.source and not grader["solution"]:
+            # nbgrader refuses to release such a cell ("Solution region detected in a
+            # non-solution cell"); say which cell and how to fix it before anyone runs it
+            raise TitoError(
+                f"{origin}: cell {grader['grade_id']} holds a solution region but is not a "
+                "solution cell",
+                hint='set "solution": true and "locked": false in its nbgrader metadata',
+            )
 
 
 def _indent(line: str) -> str:

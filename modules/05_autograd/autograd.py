@@ -248,6 +248,8 @@ def test_no_grad():
     with no_grad():
         y = w * 2
     assert not y.requires_grad and y._ctx is None
+    backward((w * 2).sum())  # after the block the graph is recorded again
+    np.testing.assert_allclose(w.grad, [2.0, 2.0, 2.0])
 
 
 test_no_grad()

@@ -60,7 +60,7 @@ from tinytorch.core.tensor import Tensor
 # numbers and arrays are all a `.npz` checkpoint needs (module 07), so nothing is pickled.
 
 
-# %% nbgrader={"grade": false, "grade_id": "base", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": false, "grade_id": "base", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
 def _check_number(name: str, value, low: float, high: float | None = None, open_high=False):
     """Raise one clear ValueError unless low <= value <= high (or < high)."""
@@ -103,13 +103,11 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget the gradients: drop them (default) or fill them with zeros in place."""
-        ### BEGIN SOLUTION
         for p in self.params:
             if set_to_none:
                 p.grad = None
             elif p.grad is not None:
                 p.grad.fill(0)
-        ### END SOLUTION
 
     def step(self) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement step()")

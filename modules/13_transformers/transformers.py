@@ -40,9 +40,9 @@
 #| default_exp models.transformer
 
 # %% [markdown]
-# The imports of the model file come first. The notebook defines `LayerNorm`, `MLP` and the model
-# classes below; those definitions replace the package versions imported here, so the notebook
-# always runs your code.
+# The imports of the model file come first. `LayerNorm` and `MLP` are written in this notebook
+# below and exported to their own package files; the model file imports them from there, but the
+# notebook (where `__name__` is `"__main__"`) skips that import and always runs your code.
 
 # %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export
@@ -58,32 +58,35 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding, PositionalEncoding
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import ShapeError, Tensor
-from tinytorch.nn.feedforward import MLP
-from tinytorch.nn.normalization import LayerNorm
 from tinytorch.text.embeddings import token_ids_array
+
+if __name__ != "__main__":  # the package file; this notebook defines both below
+    from tinytorch.nn.feedforward import MLP
+    from tinytorch.nn.normalization import LayerNorm
 
 # %% nbgrader={"grade": false, "grade_id": "reexport", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export core.transformer
 """The transformer family under its course path: `from tinytorch.core.transformer import GPT`."""
 
-from tinytorch.models.transformer import (  # noqa: F401
-    GPT,
-    PRESETS,
-    DecoderBlock,
-    GPTConfig,
-    Seq2SeqTransformer,
-    TransformerBlock,
-    TransformerEncoder,
-    count_parameters,
-    estimate_memory,
-    estimate_parameters,
-    load_model,
-    load_torch_state_dict,
-    save_model,
-    to_torch_state_dict,
-)
-from tinytorch.nn.feedforward import MLP  # noqa: F401
-from tinytorch.nn.normalization import LayerNorm  # noqa: F401
+if __name__ != "__main__":  # the package file only: in this notebook the names are defined below
+    from tinytorch.models.transformer import (  # noqa: F401
+        GPT,
+        PRESETS,
+        DecoderBlock,
+        GPTConfig,
+        Seq2SeqTransformer,
+        TransformerBlock,
+        TransformerEncoder,
+        count_parameters,
+        estimate_memory,
+        estimate_parameters,
+        load_model,
+        load_torch_state_dict,
+        save_model,
+        to_torch_state_dict,
+    )
+    from tinytorch.nn.feedforward import MLP  # noqa: F401
+    from tinytorch.nn.normalization import LayerNorm  # noqa: F401
 
 __all__ = ["GPT", "GPTConfig", "PRESETS", "TransformerBlock", "LayerNorm", "MLP",
            "DecoderBlock", "TransformerEncoder", "Seq2SeqTransformer",

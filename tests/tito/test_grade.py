@@ -13,7 +13,7 @@ from nbformat.v4 import new_code_cell, new_output
 from nbgrader.utils import determine_grade
 from typer.testing import CliRunner, Result
 
-from tito import grading
+from tito import gradebook, grading
 from tito.catalog import CourseModule, find
 from tito.main import app
 
@@ -64,7 +64,7 @@ class Course:
     module: CourseModule
     path: Path
     autograde: Result
-    scores: grading.Scores
+    scores: gradebook.Scores
 
     def notebook(self, stage: str, student: str | None = None):
         parts = [stage, student] if student else [stage]
@@ -101,7 +101,7 @@ def course(request, tmp_path_factory) -> Course:
         submit(folder, module, "looping", inject(source, filled, "while True: pass"))
         submit(folder, module, "broken", '{"cells": [ this is not json')
     graded = tito("grade", "autograde", module.number, "--course", folder)
-    return Course(module, folder, graded, grading.scores(folder, module))
+    return Course(module, folder, graded, gradebook.scores(folder, module))
 
 
 def test_reference_gets_full_marks_and_release_none(course: Course):
@@ -200,7 +200,10 @@ def test_malformed_submission_is_reported_and_the_rest_graded(course: Course):
     assert course.autograde.exit_code == 1
     assert "broken" in said(course.autograde) and "not a valid notebook" in said(course.autograde)
     assert "1 of 6 submission(s) could not be graded" in said(course.autograde)
-    assert "broken" not in course.scores.rows
+    assert course.scores.status("broken") == gradebook.UNGRADABLE
+    assert course.scores.total("broken") == 0 and "not a valid notebook" in (
+        course.scores.entries["broken"].reason
+    )
 
 
 def test_bad_input_reads_as_one_clear_line(course: Course, tmp_path: Path):

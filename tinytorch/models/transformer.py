@@ -20,9 +20,11 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding, PositionalEncoding
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import ShapeError, Tensor
-from tinytorch.nn.feedforward import MLP
-from tinytorch.nn.normalization import LayerNorm
 from tinytorch.text.embeddings import token_ids_array
+
+if __name__ != "__main__":  # the package file; this notebook defines both below
+    from tinytorch.nn.feedforward import MLP
+    from tinytorch.nn.normalization import LayerNorm
 
 
 class TransformerBlock(Module):

@@ -1,0 +1,342 @@
+"""A grade measures only the student's own code: every module's blank release scores 0 and its
+reference full marks, and submissions that attack the grader score no more than the blank one
+while the course folder, the repository's package and the other students stay untouched.
+
+One course folder holds every module (one `init`); each module is released and autograded once
+with two jobs, and the tests read the outcomes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+from typer.testing import CliRunner
+
+from tito import grading, paths, refusals, scoring
+from tito.catalog import MODULES, CourseModule
+from tito.main import app
+
+TIMEOUT = 2  # seconds per cell: the stubborn loop costs 2 * TIMEOUT + scoring.SLACK once
+ATTACKED = (1, 5, 12, 13)
+
+
+def tito(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def meta(cell) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
+def solution_ids(nb) -> list[str]:
+    return [meta(c)["grade_id"] for c in nb.cells if meta(c).get("solution")]
+
+
+def cell_by_id(nb, grade_id: str):
+    return next(c for c in nb.cells if meta(c).get("grade_id") == grade_id)
+
+
+def edited(nb, grade_id: str | None = None, code: str = "", replace: bool = False, extra=""):
+    """A copy of nb with `code` appended to (or replacing) a solution cell, and an extra cell."""
+    nb = nbformat.from_dict(nb)
+    if grade_id is None:
+        grade_id = solution_ids(nb)[0]
+    cell = cell_by_id(nb, grade_id)
+    cell.source = code if replace else f"{cell.source}\n{code}"
+    if extra:
+        nb.cells.insert(1, new_code_cell(extra))
+    return nb
+
+
+# reads the runner's nonce through a format string (no dunder in the code), prints a verdict
+THIEF = """\
+try:
+    raise ValueError()
+except ValueError as _e:
+    _nonce = "{0.__traceback__.tb_frame.f_back.f_back.f_locals[nonce]}".format(_e)
+print(f"\\n{_nonce} begin\\n{_nonce} pass")
+"""
+
+IPYTHON_HOOKS = """\
+ip = get_ipython()
+ip.input_transformers_post.append(lambda lines: ["pass\\n"])
+import ast
+class Swallow(ast.NodeTransformer):
+    def visit_Module(self, node):
+        return ast.parse("try:\\n    pass\\nexcept BaseException:\\n    pass")
+ip.ast_transformers.append(Swallow())
+"""
+
+
+def attackers(course: Path, module: CourseModule, source, release) -> dict[str, object]:
+    """Submissions built from the blank release plus one attack each (issue 12's table and more).
+
+    None of them does the work, so none may score more than the blank release."""
+    victim = course / "submitted" / "reference" / module.name / grading.notebook_file(module)
+    targets = [
+        course / "gradebook.db",
+        course / "decoy.db",
+        course / grading.CONFIG_NAME,
+        course / "source" / module.name / grading.notebook_file(module),
+        victim,
+        paths.root() / "tinytorch" / "core" / "tensor.py",
+    ]
+    own = module.exports[0]
+    names = {
+        grade_id: sorted(_bound(cell_by_id(source, grade_id).source))
+        for grade_id in solution_ids(source)
+    }
+    package = nbformat.from_dict(release)
+    for grade_id, bound in names.items():  # "import the class from the installed package"
+        imports = ", ".join(n for n in bound if not n.startswith("_")) or "Tensor"
+        cell_by_id(package, grade_id).source = f"from tinytorch.{own} import {imports}\n"
+    emptied = nbformat.from_dict(release)
+    for grade_id in names:
+        cell_by_id(emptied, grade_id).source = ""
+    files = (  # read the source notebook, write over every file that matters
+        f"_stolen = np.fromfile({str(targets[3])!r}, np.uint8)\n"
+        f"for _target in {[str(t) for t in targets]!r}:\n"
+        "    try:\n"
+        "        np.zeros(8, np.uint8).tofile(_target)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    class_ = {
+        "package": package,
+        "emptied": emptied,
+        "files": edited(release, code=files),
+        "hooks": edited(release, code=IPYTHON_HOOKS.split("import ast")[0], extra=IPYTHON_HOOKS),
+        "patcher": edited(
+            release,
+            code="np.allclose = lambda *a, **k: True\n"
+            "np.testing.assert_allclose = lambda *a, **k: None",
+        ),
+        "aliaser": edited(release, code="_np = np\n_np.allclose = lambda *a, **k: True"),
+        "rebinder": edited(release, code="np = None\nisinstance = lambda *a: True"),
+        "escaper": edited(
+            release,
+            code="import os, subprocess\nsubprocess.Popen(['sleep', '900'], "
+            "start_new_session=True)\nos._exit(0)",  # fmt: skip
+            extra="import os\nos.system('sleep 900 &')",
+        ),
+        # fake verdict lines, then leave with status 0
+        "forger": edited(
+            release, code="print('pass')\nprint('0' * 32 + ' pass')\nraise SystemExit(0)"
+        ),
+    }
+    class_["thief"] = edited(release, code=THIEF)
+    if module.number in (1, 13):
+        class_["hog"] = edited(release, code="_hog = [np.empty(2**27) for _ in range(100)]")
+        class_["flood"] = edited(release, code="while True:\n    print('x' * 65536)")
+    return class_
+
+
+def stubborn(release):
+    """The blank release whose matmul loops, swallowing every interruption, when it is called."""
+    nb = nbformat.from_dict(release)
+    cell = cell_by_id(nb, "matmul")
+    lines = []
+    for line in cell.source.splitlines():
+        pad = line[: len(line) - len(line.lstrip())]
+        if line.strip() == "raise NotImplementedError()":
+            body = ["while True:", "    try:", "        pass", "    except BaseException:"]
+            lines += [pad + text for text in body] + [pad + "        pass"]
+        else:
+            lines.append(line)
+    cell.source = "\n".join(lines)
+    return nb
+
+
+def _bound(code: str) -> set[str]:
+    from tito.refusals import bound_names, parse
+
+    return bound_names(parse(code))
+
+
+def digest(paths_: list[Path]) -> dict[str, str]:
+    files = [
+        f for p in paths_ for f in ([p] if p.is_file() else sorted(p.rglob("*"))) if f.is_file()
+    ]
+    return {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+def leftover_processes(marker: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline:
+                found.append(cmdline)
+    return found
+
+
+@dataclass
+class Graded:
+    course: Path
+    module: CourseModule
+    outcomes: dict[str, grading.Outcome]
+    scores: grading.Scores
+    before: dict[str, str]
+    after: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory) -> dict[int, Graded]:
+    course = tmp_path_factory.mktemp("course")
+    done = tito("grade", "init", course, "--timeout", TIMEOUT)
+    assert done.exit_code == 0, done.output
+    results = {}
+    for module in MODULES:
+        done = tito("grade", "generate", module.number, "--course", course)
+        assert done.exit_code == 0, done.output
+        name = grading.notebook_file(module)
+        source = nbformat.read(course / "source" / module.name / name, as_version=4)
+        release = nbformat.read(course / "release" / module.name / name, as_version=4)
+        class_ = {"reference": source, "blank": release}
+        if module.number in ATTACKED:
+            class_ |= attackers(course, module, source, release)
+        if module.number == 13:
+            broken = nbformat.from_dict(source)
+            cell_by_id(broken, "layernorm").source += "\n    def broken(:\n"
+            class_["syntax"] = broken
+        if module.number == 1:
+            class_["stubborn"] = stubborn(release)
+            class_["duplicate"] = nbformat.from_dict(source)
+            class_["duplicate"].cells.append(nbformat.from_dict(cell_by_id(source, "matmul")))
+            class_["renamed"] = nbformat.from_dict(source)
+            meta(cell_by_id(class_["renamed"], "matmul"))["grade_id"] = "my-matmul"
+        for student, nb in class_.items():
+            target = course / "submitted" / student / module.name / name
+            target.parent.mkdir(parents=True)
+            nbformat.write(nb, target)
+        if (course / "gradebook.db").exists():
+            (course / "decoy.db").write_bytes((course / "gradebook.db").read_bytes())
+        watched = [
+            course / grading.CONFIG_NAME,
+            course / "source",
+            course / "release",
+            course / "submitted",
+            course / "decoy.db",
+            paths.root() / "tinytorch",
+        ]
+        before = digest(watched)
+        outcomes = {o.student: o for o in grading.autograde(course, module, jobs=2)}
+        after = digest(watched)
+        results[module.number] = Graded(
+            course, module, outcomes, grading.scores(course, module), before, after
+        )
+    return results
+
+
+def test_blank_release_scores_zero_and_reference_full_on_every_module(graded):
+    assert sorted(graded) == [m.number for m in MODULES]
+    for number, result in graded.items():
+        scores = result.scores
+        assert scores.max_total > 0, number
+        assert scores.total("reference") == scores.max_total, (number, result.outcomes["reference"])
+        assert scores.total("blank") == 0, (number, scores.rows["blank"])
+        assert result.outcomes["reference"].ok and result.outcomes["blank"].ok, number
+
+
+@pytest.mark.parametrize("number", ATTACKED)
+def test_attackers_score_no_more_than_blank_and_the_victim_keeps_full_marks(graded, number):
+    result = graded[number]
+    scores = result.scores
+    attackers_ = set(scores.rows) - {"reference", "blank", "duplicate", "renamed"}
+    assert len(attackers_) >= 10
+    for student in attackers_:
+        assert scores.total(student) <= scores.total("blank"), (student, result.outcomes[student])
+    assert scores.total("reference") == scores.max_total
+
+
+@pytest.mark.parametrize("number", ATTACKED)
+def test_course_package_and_other_students_are_byte_identical(graded, number):
+    result = graded[number]
+    assert result.before == result.after
+    assert any("gradebook" not in f and "decoy.db" in f for f in result.after) or number == 1
+    assert leftover_processes("check_runner") == []
+    assert leftover_processes("sleep 900") == []
+
+
+def test_each_failure_names_its_real_cause_and_cell(graded):
+    said = {name: o.message for name, o in graded[13].outcomes.items()}
+    assert "ImportError" in said["package"] or "circular" in said["package"]
+    assert "FileNotFoundError" in said["files"]
+    assert "read-only while grading" in said["aliaser"]
+    assert said["patcher"].startswith("not run: solution cell 'layernorm'")
+    assert "`.testing` is not allowed" in said["patcher"]
+    assert "which the course's own cells use" in said["rebinder"]
+    assert "`import os" in said["escaper"]
+    assert "NameError: name 'get_ipython'" in said["hooks"]
+    assert "SystemExit" in said["forger"]
+    assert "out of memory" in said["hog"]
+    assert "output limit" in said["flood"]
+    assert "SyntaxError" in said["syntax"] and "layernorm" in said["syntax"]
+    assert said["reference"] == ""
+    thief = graded[13].outcomes["thief"]
+    assert all("verdict line of its own (tampering)" in c.reason for c in thief.checks)
+    ungradable = graded[1].outcomes
+    assert not ungradable["duplicate"].ok and not ungradable["renamed"].ok
+    assert ungradable["duplicate"].message.startswith("cells ") and (
+        "share the grade id 'matmul'; nbgrader cannot record" in ungradable["duplicate"].message
+    )
+    assert "grade id 'my-matmul', which the assignment does not have (renamed?)" in (
+        ungradable["renamed"].message
+    )
+    stubborn = graded[1].outcomes["stubborn"]
+    matmul = next(c for c in stubborn.checks if c.grade_id == "test-matmul")
+    assert matmul.reason.startswith(f"timeout: stopped after {TIMEOUT} s")
+    # stopped within its limit; the other two checks of that submission take a second or so
+    assert stubborn.seconds < scoring.check_limit(TIMEOUT) + 6
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = np.ones(3)\nprint([_ * 2 for _ in range(3)])",  # scratch code at the top of a cell
+        "def f(self, name):\n    return getattr(self, name), vars(self), hasattr(self, '__len__')",
+        "import math, functools\nfrom tinytorch.core.tensor import Tensor as _T",
+        "class A:\n    def __repr__(self):\n        return type(self).__name__",
+    ],
+)
+def test_honest_code_is_not_refused(code):
+    assert refusals.forbidden(code, set(), {"np", "Tensor", "isinstance"}) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        ("import os", "`import os` is not allowed"),
+        ("from numpy import testing", "importing testing is not allowed"),
+        ("import numpy.ctypeslib", "`import numpy.ctypeslib` is not allowed"),
+        ("from numpy import *", "import *` is not allowed"),
+        ("f = (lambda: 0).__globals__", "`.__globals__` is not allowed"),
+        ("t = getattr(np, 'test' + 'ing')", "`getattr` needs a plain attribute name"),
+        ("setattr(np, 'allclose', max)", "`setattr` is not allowed"),
+        ("def f():\n    global np\n    np = None", "redefines `np`"),
+        ("for Tensor in range(3):\n    pass", "redefines `Tensor`"),
+        ("exec('1')", "`exec` is not allowed"),
+        (
+            "e = None\ntry:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame",
+            "not allowed",
+        ),
+    ],
+)
+def test_code_that_reaches_for_the_grader_is_refused(code, why):
+    assert why in refusals.forbidden(code, set(), {"np", "Tensor", "isinstance"})
+
+
+def test_unsafe_grades_the_same_without_the_sandbox(graded):
+    result = graded[1]
+    (outcome,) = grading.autograde(result.course, result.module, "reference", unsafe=True)
+    assert outcome.ok and outcome.message == ""
+    assert all(check.passed for check in outcome.checks) and len(outcome.checks) == 3

@@ -1,0 +1,314 @@
+"""Score a submission check by check, so that only the student's own code decides the grade.
+
+For each graded (locked test) cell of module N, a fresh sandboxed Python process runs
+
+- the cells of the SOURCE notebook in order, except that each solution cell is the student's
+  (matched by grade id); the student's other cells, and any edit to locked cells, are ignored;
+- then the check itself, taken from the source (hidden tests included);
+
+against a package staged for this submission: the reference export of the modules N requires
+(and nothing of N or later modules), plus the student's own export of module N. The sandboxed
+process prints a verdict line carrying a random nonce it got on stdin; tito, which never imports
+student code, reads it. Before anything runs, the student's solution cells are read (not run)
+and refused when they reach for the grader's machinery (tito/refusals.py).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_output
+from nbgrader.converters import Autograde
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+
+from tito import exporter, lifecycle, paths, sandbox
+from tito.catalog import MODULES, CourseModule
+from tito.errors import TitoError
+from tito.refusals import bound_names, forbidden, parse, protected_names
+
+RUNNER = Path(__file__).with_name("check_runner.py")
+SLACK = 3.0  # seconds a check gets beyond the timeout: Python and numpy start, setup cells
+MEMORY_BYTES = 2 * 2**30
+LIMITS = {
+    "RLIMIT_AS": MEMORY_BYTES,
+    "RLIMIT_NPROC": 64,  # the kernel exempts root (docs/instructor.md, "what is not protected")
+    "RLIMIT_FSIZE": 16 * 2**20,
+    "RLIMIT_CORE": 0,
+    "RLIMIT_NOFILE": 256,
+}
+
+# --- the program a check runs ------------------------------------------------------------------
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+@dataclass
+class Check:
+    grade_id: str
+    points: float
+    passed: bool = False
+    reason: str = ""  # why it failed, one line
+    output: str = ""  # what the check printed (and its traceback), for the feedback
+    seconds: float = 0.0
+
+
+@dataclass
+class Scored:
+    checks: list[Check]
+    notes: list[str] = field(default_factory=list)  # one line each: setup errors, refusals
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        """One line: the first real cause of lost points, naming the cell."""
+        failed = [f"{c.grade_id}: {c.reason}" for c in self.checks if not c.passed and c.reason]
+        # a plain cell of the course (a demo, "cell 27") failing is a consequence, not a cause
+        demo = [n for n in self.notes if n.split(":")[0].split(" ")[-1].isdigit()]
+        lines = [n for n in self.notes if n not in demo] + failed + demo
+        return lines[0] if lines else ""
+
+
+def requirement_closure(module: CourseModule) -> list[CourseModule]:
+    by_number = {m.number: m for m in MODULES}
+    todo, seen = list(module.requires), set()
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo += by_number[n].requires
+    return [by_number[n] for n in sorted(seen)]
+
+
+def stage_reference(module: CourseModule, into: Path) -> Path:
+    """tinytorch/ holding the package's __init__ files and the reference export of the modules
+    `module` requires, and nothing else. Returns the package folder."""
+    package = into / "tinytorch"
+    source = paths.root() / "tinytorch"
+    for init in source.rglob("__init__.py"):
+        target = package / init.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(init, target)
+    for required in requirement_closure(module):
+        exporter.write(lifecycle.reference_files(required), package)
+    return package
+
+
+@dataclass
+class Program:
+    """The cells every check of one submission runs, the checks, and what was noticed."""
+
+    cells: list[tuple[str, str, int]]  # (label, code, index in the source)
+    checks: list[tuple[str, float, str, int]]  # (grade_id, points, code, index)
+    merged: nbformat.NotebookNode  # the source with the student's solution cells
+    notes: list[str]
+    refused: str = ""
+
+
+def build_program(source: nbformat.NotebookNode, submission: nbformat.NotebookNode) -> Program:
+    notes: list[str] = []
+    theirs: dict[str, list[int]] = {}
+    for index, cell in enumerate(submission.cells):
+        grade_id = _meta(cell).get("grade_id")
+        if grade_id:
+            theirs.setdefault(grade_id, []).append(index)
+    for grade_id, where in theirs.items():
+        if len(where) > 1:
+            cells = " and ".join(str(i + 1) for i in where[:2])
+            notes.append(f"cells {cells} share the grade id '{grade_id}'")
+    known = {_meta(c).get("grade_id") for c in source.cells}
+    for grade_id, where in theirs.items():
+        if grade_id not in known:
+            notes.append(f"cell {where[0] + 1} has grade id '{grade_id}', which the assignment "
+                         "does not have (renamed?); it is not graded")  # fmt: skip
+    protected = protected_names(source)
+    merged = nbformat.from_dict(source)
+    cells, checks, refused = [], [], ""
+    for index, cell in enumerate(merged.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = _meta(cell)
+        label = meta.get("grade_id") or f"{index + 1}"
+        if meta.get("solution"):
+            found = theirs.get(meta.get("grade_id"), [])
+            if not found:
+                notes.append(f"solution cell '{label}' is missing from the submission")
+                cell.source = ""
+                continue
+            code = submission.cells[found[0]].get("source", "")
+            code = code if isinstance(code, str) else "".join(code)
+            why = forbidden(code, bound_names(parse(source.cells[index].source)), protected)
+            if why and not refused:
+                refused = f"solution cell '{label}' {why}"
+            cell.source = code
+            cells.append((label, code, index))
+        elif meta.get("grade"):
+            checks.append((label, float(meta.get("points", 0)), cell.source, index))
+        else:
+            cells.append((label, cell.source, index))
+    return Program(cells, checks, merged, notes, refused)
+
+
+# --- running the checks -------------------------------------------------------------------------
+
+
+def check_limit(timeout: float) -> float:
+    """Seconds one check's process may live: the cells before the check share one timeout, the
+    check has its own (tito/check_runner.py kills it after that)."""
+    return 2 * timeout + 1
+
+
+def build_job(program: Program, nonces: list[str], paths: list[str], timeout: float) -> str:
+    checks = [
+        {"label": grade_id, "code": code, "index": index, "nonce": nonce}
+        for (grade_id, _, code, index), nonce in zip(program.checks, nonces, strict=True)
+    ]
+    cells = [[label, text, index] for label, text, index in program.cells]
+    limits = dict(LIMITS, RLIMIT_CPU=int(check_limit(timeout)) + 1)
+    job = {"limits": limits, "path": paths, "timeout": timeout, "cells": cells}
+    return json.dumps(dict(job, checks=checks))
+
+
+ENDINGS = {
+    "signal 9": "killed (SIGKILL: out of memory, or too many processes)",
+    "signal 24": "CPU time limit exceeded",
+    "signal 25": "output limit exceeded",
+    "signal 11": "crashed (segmentation fault)",
+    "output": "output limit exceeded (1 MiB)",
+}
+
+
+def read_verdict(output: str, nonce: str, check: Check, timeout: float) -> list[str]:
+    """Fill in `check` from the runner's output (only lines with its nonce count); returns the
+    errors of the cells before the check."""
+    lines = output.splitlines()
+    marks = [i for i, line in enumerate(lines) if line.startswith(nonce + " ")]
+    words = {i: lines[i][len(nonce) + 1 :] for i in marks}
+    begin = next((i for i in marks if words[i] == "begin"), None)
+    verdicts = [i for i in marks if words[i] == "pass" or words[i].startswith("fail ")]
+    verdict = verdicts[-1] if verdicts else None
+    ended = next((words[i][len("ended ") :] for i in marks if words[i].startswith("ended ")), None)
+    notes = [words[i][len("note ") :] for i in marks if words[i].startswith("note ")]
+    if begin is not None:
+        shown = lines[begin + 1 : verdict] if verdict is not None else lines[begin + 1 :]
+        check.output = "\n".join(line for line in shown if not line.startswith(nonce)).strip()
+    # The runner writes exactly one verdict, then exits with status 0. A second verdict line
+    # means the submission found the nonce and printed one of its own: that is never a pass.
+    if len(verdicts) > 1:
+        check.reason = "the submission wrote a verdict line of its own (tampering)"
+    elif verdict is not None and words[verdict] == "pass" and ended == "status 0":
+        check.passed = True
+    elif verdict is not None and words[verdict] == "pass":
+        check.reason = f"the check passed, but its process then ended with {ended}"
+    elif verdict is not None:
+        check.reason = words[verdict][len("fail ") :]
+        if notes and check.reason.startswith(("NameError", "ImportError", "ModuleNotFoundError")):
+            check.reason += f" (cell {notes[0]})"
+    elif ended is None:
+        check.reason = "the grading process ended before this check ran"
+    elif ended.startswith("timeout"):
+        check.reason = f"timeout: stopped after {timeout:g} s and killed (it ignored the stop)"
+    else:
+        why = ENDINGS.get(ended, f"ended with {ended}")
+        check.reason = f"{why}, before the check finished"
+    return notes
+
+
+def score(
+    module: CourseModule,
+    source: nbformat.NotebookNode,
+    submission: nbformat.NotebookNode,
+    reference_stage: Path,
+    timeout: float,
+    unsafe: bool = False,
+) -> Scored:
+    """Run every check of one submission, each in a fresh process of one sandbox."""
+    program = build_program(source, submission)
+    checks = [Check(grade_id, points) for grade_id, points, _, _ in program.checks]
+    scored = Scored(checks, list(program.notes))
+    if program.refused:
+        scored.notes.insert(0, f"not run: {program.refused}")
+        for check in checks:
+            check.reason = "not run (see the first message)"
+        return scored
+    with tempfile.TemporaryDirectory(prefix="tito-grade-") as folder:
+        work = Path(folder)
+        shutil.copytree(reference_stage, work / "stage")
+        try:
+            files = exporter.render(program.merged, module, origin="the submission")
+            exporter.write(files, work / "stage" / "tinytorch")
+        except TitoError as err:
+            scored.notes.append(f"the submission's export failed: {err.message}")
+        shutil.copyfile(RUNNER, work / RUNNER.name)
+        mount = work if unsafe else Path(sandbox.MOUNT)
+        search = [str(mount / "stage"), _numpy_dir()]
+        nonces = [secrets.token_hex(16) for _ in checks]
+        job = build_job(program, nonces, search, timeout)
+        wall = SLACK + len(checks) * (check_limit(timeout) + 0.5)
+        run = sandbox.run_python(RUNNER.name, work, job, wall, unsafe=unsafe)
+    scored.seconds = run.seconds
+    for check, nonce in zip(checks, nonces, strict=True):
+        for note in read_verdict(run.output, nonce, check, timeout):
+            if f"cell {note}" not in scored.notes:
+                scored.notes.append(f"cell {note}")
+        if run.stopped and not check.passed and not check.reason.startswith("timeout"):
+            check.reason = f"{run.ending()}: the grading process was stopped"
+    return scored
+
+
+def _numpy_dir() -> str:
+    import numpy
+
+    return str(Path(numpy.__file__).resolve().parent.parent)
+
+
+# --- into nbgrader's gradebook ------------------------------------------------------------------
+
+PENDING: dict[str, Scored] = {}  # student -> verdicts, read by InjectVerdicts during autograde
+
+
+class InjectVerdicts(NbGraderPreprocessor):
+    """Stands where nbgrader's Execute stands: instead of running the notebook, it gives each
+    graded cell the output of its sandboxed check, and an error output when the check failed,
+    so nbgrader's own SaveAutoGrades records exactly the sandbox's verdicts. Other cells keep
+    no output; no student code runs in this process."""
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return cell, resources
+        cell.outputs = []
+        meta = _meta(cell)
+        if not meta.get("grade") or meta.get("solution"):
+            return cell, resources
+        scored = PENDING[resources["nbgrader"]["student"]]
+        check = next((c for c in scored.checks if c.grade_id == meta.get("grade_id")), None)
+        if check is None:
+            reason = f"'{meta.get('grade_id')}' is not a check of this assignment"
+            check = Check(str(meta.get("grade_id")), 0.0, reason=reason)
+        if check.output:
+            cell.outputs.append(new_output("stream", name="stdout", text=check.output + "\n"))
+        if not check.passed:
+            name = check.reason.split(":")[0] if ":" in check.reason else "NotPassed"
+            cell.outputs.append(
+                new_output("error", ename=name, evalue=check.reason, traceback=[check.reason])
+            )
+        return cell, resources
+
+
+def use_in_gradebook(api) -> None:
+    """Make the api's autograde record InjectVerdicts' verdicts instead of executing cells."""
+    config = api.config
+    steps = config.Autograde.get("autograde_preprocessors") or (
+        Autograde.class_traits()["autograde_preprocessors"].default()
+    )
+    config.Autograde.autograde_preprocessors = [
+        InjectVerdicts if step is Execute else step
+        for step in steps
+        if getattr(step, "__name__", "") != "StderrIsNotFailure"
+    ]
