@@ -186,7 +186,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     train_data = LanguageModelDataset(train_ids, config.max_seq_len)
     val_data = LanguageModelDataset(val_ids, config.max_seq_len)
     val_chars = len(vocab.decode(val_ids))
-    bits_per_nat = tokens.bits_per_char(1.0, len(val_ids), val_chars)
+    to_bits_per_char = tokens.bits_per_char(1.0, len(val_ids), val_chars)
     meta = {
         "config": config_summary(name, config, setup),
         "seed": seed,
@@ -224,7 +224,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         eval_windows=setup.eval_windows,
         checkpoint_every=setup.checkpoint_every,
         seed=seed,
-        bits_per_nat=bits_per_nat,
+        to_bits_per_char=to_bits_per_char,
     )
     history, seconds, optimizer = training.train(
         model, train_data, val_data, settings, opts.out, meta, opts.resume, console
@@ -265,7 +265,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
             "resumed_at_step": history.resumed_at,
             "initial_val_loss": history.val[0][1],
             "final_val_loss": history.val[-1][1],
-            "final_val_bits_per_char": history.val[-1][1] * bits_per_nat,
+            "final_val_bits_per_char": history.val[-1][1] * to_bits_per_char,
             "final_train_loss": history.train[-1],
             "val_history": history.val,
             "tokenizer_seconds": tokenizer_seconds,

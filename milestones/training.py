@@ -60,7 +60,7 @@ class Settings:
     eval_windows: int
     checkpoint_every: int
     seed: int
-    bits_per_nat: float = 1 / math.log(2)  # turns a loss per token into bits per character
+    to_bits_per_char: float = 1 / math.log(2)  # times a loss in nats per token: bits per character
 
 
 def batch_at(data: LanguageModelDataset, seed: int, step: int, batch_size: int):
@@ -214,7 +214,7 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
                 history.val.append((done, val))
                 bar.console.print(
                     f"step {done:>5}  train {history.train[-1]:.3f}  val {val:.3f} "
-                    f"({val * cfg.bits_per_nat:.3f} bits/char)"
+                    f"({val * cfg.to_bits_per_char:.3f} bits/char)"
                 )
             if done % cfg.checkpoint_every == 0 or done == cfg.steps:
                 save(path, model, optimizer, done, meta, history)
