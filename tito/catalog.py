@@ -86,6 +86,19 @@ def complete_key(incomplete: str) -> list[str]:
 RESERVED = {9: "convolutions", **dict.fromkeys(range(14, 21), "the optimization tier")}
 
 
+def missing(numbers: tuple[int, ...], root: Path) -> list[CourseModule]:
+    """The modules among `numbers` with a package file absent under the project `root`.
+
+    The one prerequisite check: `module complete` asks it for a module's requirements, `milestone
+    run` for a milestone's (milestones list their module numbers and import nothing from tito).
+    """
+    return [
+        m
+        for m in MODULES
+        if m.number in numbers and not all((root / f).is_file() for f in m.package_files())
+    ]
+
+
 def find(key: str | int) -> CourseModule:
     """Look a module up by number ("13", "1", 13), slug ("transformers") or a path a shell
     completed for the student (workspace/01_tensor/tensor.ipynb, modules/01_tensor/)."""
