@@ -106,4 +106,3 @@ def write_all(files: dict[Path, str]) -> None:
         for tmp in staged.values():
             Path(tmp).unlink(missing_ok=True)
         raise
-
