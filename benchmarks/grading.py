@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from tito import grading
+from tito import course, grading
 from tito.catalog import find
 
 
@@ -43,7 +43,7 @@ def measure(number: int, count: int, jobs_list: list[int]) -> list[tuple[str, fl
     module = find(number)
     folder = Path(tempfile.mkdtemp(prefix="tito-bench-course-"))
     try:
-        grading.init_course(folder, timeout=60)
+        course.init_course(folder, timeout=60)
         grading.generate(folder, module)
         name = grading.notebook_file(module)
         source = nbformat.read(folder / "source" / module.name / name, as_version=4)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,13 +76,47 @@ MODULES: tuple[CourseModule, ...] = (
 )
 
 
+def complete_key(incomplete: str) -> list[str]:
+    """Shell completion for a module argument: numbers and names that start with the input."""
+    keys = [f"{m.number:02d}" for m in MODULES] + [m.slug for m in MODULES]
+    return [k for k in keys if k.startswith(incomplete.lower())]
+
+
+# Numbers the course keeps free for later parts (see the README's module table).
+RESERVED = {9: "convolutions", **dict.fromkeys(range(14, 21), "the optimization tier")}
+
+
+def missing(numbers: tuple[int, ...], root: Path) -> list[CourseModule]:
+    """The modules among `numbers` with a package file absent under the project `root`.
+
+    The one prerequisite check: `module complete` asks it for a module's requirements, `milestone
+    run` for a milestone's (milestones list their module numbers and import nothing from tito).
+    """
+    return [
+        m
+        for m in MODULES
+        if m.number in numbers and not all((root / f).is_file() for f in m.package_files())
+    ]
+
+
 def find(key: str | int) -> CourseModule:
-    """Look a module up by number ("13", "1", 13) or slug ("transformers")."""
+    """Look a module up by number ("13", "1", 13), slug ("transformers") or a path a shell
+    completed for the student (workspace/01_tensor/tensor.ipynb, modules/01_tensor/)."""
     text = str(key).strip().lower()
+    if "/" in text or text.endswith((".ipynb", ".py")):
+        text = Path(text).stem if text.endswith((".ipynb", ".py")) else Path(text).name
     for module in MODULES:
         if text.isdigit() and int(text) == module.number:
             return module
         if text in (module.slug, module.name):
             return module
     known = ", ".join(f"{m.number:02d} {m.slug}" for m in MODULES)
+    if text.isdigit() and int(text) in RESERVED:
+        raise TitoError(
+            f"module {int(text):02d} ({RESERVED[int(text)]}) is not part of this course yet",
+            hint=f"choose one of: {known}",
+        )
+    close = difflib.get_close_matches(text, [m.slug for m in MODULES], n=1, cutoff=0.6)
+    if close:
+        raise TitoError(f"unknown module '{key}'; did you mean '{close[0]}'?", hint=known)
     raise TitoError(f"unknown module '{key}'", hint=f"choose one of: {known}")

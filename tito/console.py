@@ -1,13 +1,12 @@
-"""The single rich console every command prints through."""
+"""The rich consoles every command prints through: output to stdout, errors and hints to stderr."""
 
 from rich.console import Console
 from rich.markup import escape
 from rich.theme import Theme
 
-console = Console(
-    theme=Theme({"ok": "green", "bad": "bold red", "note": "dim", "name": "cyan"}),
-    highlight=False,
-)
+THEME = Theme({"ok": "green", "bad": "bold red", "note": "dim", "name": "cyan"})
+console = Console(theme=THEME, highlight=False, soft_wrap=True)  # commands stay copyable
+errors = Console(theme=THEME, highlight=False, soft_wrap=True, stderr=True)
 
 
 def ok(message: str) -> None:
@@ -17,6 +16,6 @@ def ok(message: str) -> None:
 def fail(message: str, hint: str | None = None) -> None:
     # soft_wrap: an error stays one line however narrow the terminal (or a test runner) is;
     # escape: messages are plain text, and paths or commands like ".[test]" are not markup
-    console.print(f"[bad]error:[/bad] {escape(message)}", soft_wrap=True)
+    errors.print(f"[bad]error:[/bad] {escape(message)}", soft_wrap=True)
     if hint:
-        console.print(f"[note]hint:[/note] {escape(hint)}", soft_wrap=True)
+        errors.print(f"[note]hint:[/note] {escape(hint)}", soft_wrap=True)

@@ -27,6 +27,15 @@ TYPER_OWN = (typer.Exit, typer.Abort, CLICK_ERROR)
 class HandledGroup(TyperGroup):
     """Turns every error into one line with a hint; --debug or TITO_DEBUG=1 shows the traceback."""
 
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        # --debug is accepted anywhere before a `--`, as in `tito grade generate 6 --debug`
+        if ctx.parent is None:
+            end = args.index("--") if "--" in args else len(args)
+            if "--debug" in args[:end]:
+                os.environ["TITO_DEBUG"] = "1"
+                args = [a for a in args[:end] if a != "--debug"] + args[end:]
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
@@ -38,11 +47,17 @@ class HandledGroup(TyperGroup):
             fail(err.message, err.hint)
             raise typer.Exit(err.exit_code) from None
         except KeyboardInterrupt:
-            fail("interrupted")
+            fail("interrupted; nothing was half-written (each change is all or nothing)")
             raise typer.Exit(130) from None
         except Exception as err:  # noqa: BLE001 - the last line of defence for users
             if debug_enabled():
                 raise
+            if isinstance(err, OSError) and err.filename is not None:
+                fail(
+                    f"{err.strerror or type(err).__name__}: {err.filename}",
+                    "check that this path exists and that you may write there",
+                )
+                raise typer.Exit(1) from None
             fail(f"{type(err).__name__}: {err}", "rerun with `tito --debug ...` for the traceback")
             raise typer.Exit(1) from None
 
@@ -52,10 +67,10 @@ app = typer.Typer(
     help="Build tinytorch module by module, test it, and train a GPT with it.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(module.app, name="module")
-app.add_typer(test.app, name="test")
+app.command("test")(test.test)
 app.add_typer(milestone.app, name="milestone")
 app.add_typer(grade.app, name="grade")
 app.add_typer(benchmark.app, name="benchmark")
@@ -82,4 +97,8 @@ def main(
 
 
 def run() -> None:
-    app()
+    app(prog_name="tito")
+
+
+if __name__ == "__main__":  # python -m tito.main
+    run()

@@ -21,6 +21,12 @@ NBGRADER_KEYS = {"grade", "grade_id", "locked", "schema_version", "solution", "t
 
 def read_source(path: Path) -> nbformat.NotebookNode:
     """Convert a jupytext percent source into a notebook, with nbgrader metadata checked."""
+    if not path.parent.parent.is_dir():  # no modules/ at all: tito is not looking at a clone
+        raise TitoError(
+            f"tito found no course at {path.parent.parent.parent} (it has no modules/ folder)",
+            hint='install tito from a clone with `pip install -e ".[test]"`, or point TITO_ROOT '
+            "at the clone",
+        )
     if not path.exists():
         raise TitoError(f"course source {path} is missing", hint="restore it with git checkout")
     notebook = jupytext.read(path, fmt="py:percent")
@@ -34,13 +40,20 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     """Read a student's .ipynb, turning broken JSON into a clear error."""
     if not path.exists():
         raise TitoError(f"no notebook at {path}", hint="create it with `tito module open N`")
+    hint = "fix it by hand, or `tito module reset N` (your file is kept as a backup)"
     try:
-        return nbformat.read(path, as_version=4)
-    except (json.JSONDecodeError, nbformat.reader.NotJSONError, UnicodeDecodeError) as err:
-        raise TitoError(
-            f"{path} is not a valid notebook ({type(err).__name__})",
-            hint="fix the JSON by hand, or `tito module reset N` (your file is kept as a backup)",
-        ) from None
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise TitoError(f"{path} is not a valid notebook ({type(err).__name__})", hint) from None
+    cells = raw.get("cells") if isinstance(raw, dict) else None
+    if not isinstance(cells, list) or not all(
+        isinstance(c, dict) and c.get("cell_type") in ("code", "markdown", "raw") for c in cells
+    ):
+        raise TitoError(f"{path} is valid JSON but not a notebook (no list of cells)", hint)
+    try:
+        return nbformat.reads(json.dumps(raw), as_version=4)
+    except (nbformat.ValidationError, KeyError, TypeError, AttributeError) as err:
+        raise TitoError(f"{path} is not a valid notebook ({type(err).__name__})", hint) from None
 
 
 def validate_metadata(notebook: nbformat.NotebookNode, origin: Path) -> None:

@@ -1,12 +1,9 @@
-"""Where things live: the project root, the student workspace and tito's state folder; how tito
-writes there (atomically); and how it imports the folders beside it (milestones, benchmarks)."""
+"""Where things live: the project root, the student workspace and tito's state folder; and how tito
+writes there (atomically)."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -37,24 +34,75 @@ def notebook(module: CourseModule) -> Path:
     return workspace() / module.name / f"{module.slug}.ipynb"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def umask() -> int:
+    """The process umask, read without changing it where the system allows."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _stage(path: Path, text: str) -> str:
+    """A temporary file beside `path` holding `text`, with the mode a new file would get."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:  # name the file tito meant to write, not its temporary sibling
+        raise type(err)(err.errno, err.strerror, str(path)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
-        os.replace(tmp, path)
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes 0600; files follow the umask
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return tmp
 
 
-def import_beside(name: str):
-    """Import `name` from a folder beside tito (milestones, benchmarks), installed or not."""
-    top = name.split(".")[0]
-    spec = importlib.util.find_spec(top)
-    if spec is None or spec.origin is None:  # absent, or a namespace such as tests/milestones
-        sys.path.insert(0, str(PACKAGE_ROOT))
-        sys.modules.pop(top, None)
-    return importlib.import_module(name)
+def shown(path: Path) -> str:
+    """A path as the student can use it from where they ran tito: relative to the working
+    directory when it is inside it, else absolute."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename, so a crash never leaves half a file."""
+    write_all({path: text})
+
+
+def write_all(files: dict[Path, str]) -> None:
+    """Write several files all or nothing: every new text is written beside its target first,
+    then all are renamed into place; on any failure (Ctrl-C included) the old files return."""
+    staged: dict[Path, str] = {}
+    try:
+        for path, text in files.items():
+            staged[path] = _stage(path, text)
+    except BaseException:
+        for tmp in staged.values():
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    previous = {path: path.read_bytes() if path.exists() else None for path in files}
+    replaced = []
+    try:
+        for path, tmp in staged.items():
+            os.replace(tmp, path)
+            replaced.append(path)
+    except BaseException:
+        for path in replaced:
+            if previous[path] is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(previous[path])
+        for tmp in staged.values():
+            Path(tmp).unlink(missing_ok=True)
+        raise

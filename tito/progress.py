@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 from tito import paths
 from tito.errors import TitoError
@@ -16,14 +18,21 @@ class Completion:
     passed: int
     failed: int
     completed_at: str
+    # sha256 of each package file the completion installed (path under tinytorch/): what
+    # `export --check` compares a completed module with, instead of the reference
+    files: dict[str, str] = field(default_factory=dict)
 
 
-def _file():
+def file() -> Path:
     return paths.state_dir() / "progress.json"
 
 
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def load() -> dict[int, Completion]:
-    path = _file()
+    path = file()
     if not path.exists():
         return {}
     try:
@@ -36,20 +45,33 @@ def load() -> dict[int, Completion]:
         ) from None
 
 
-def _save(records: dict[int, Completion]) -> None:
+def render(records: dict[int, Completion]) -> str:
     body = {"version": 1, "completed": {str(k): asdict(v) for k, v in sorted(records.items())}}
-    paths.write_atomic(_file(), json.dumps(body, indent=2) + "\n")
+    return json.dumps(body, indent=2) + "\n"
 
 
-def record(module: int, passed: int, failed: int) -> Completion:
+def with_record(module: int, passed: int, failed: int, files: dict[Path, str]) -> str:
+    """The progress file's text once `module` is recorded with the package files it installed."""
     records = load()
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    records[module] = Completion(module, passed, failed, now)
-    _save(records)
-    return records[module]
+    hashes = {rel.as_posix(): digest(text) for rel, text in files.items()}
+    records[module] = Completion(module, passed, failed, now, hashes)
+    return render(records)
+
+
+def without(*modules: int) -> str | None:
+    """The progress file's text with `modules` forgotten; None when none of them was recorded."""
+    records = load()
+    if not any(records.pop(m, None) for m in modules):
+        return None
+    return render(records)
+
+
+def record(module: int, passed: int, failed: int, files: dict[Path, str] | None = None) -> None:
+    paths.write_atomic(file(), with_record(module, passed, failed, files or {}))
 
 
 def forget(module: int) -> None:
-    records = load()
-    if records.pop(module, None) is not None:
-        _save(records)
+    text = without(module)
+    if text is not None:
+        paths.write_atomic(file(), text)

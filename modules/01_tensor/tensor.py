@@ -534,6 +534,21 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         return self.data
 
+    def __array__(self, dtype=None, copy=None):
+        """`np.asarray(t)` is t's float32 array, not an object array holding the Tensor."""
+        if copy:
+            return np.array(self.data, dtype=dtype, copy=True)
+        return self.data if dtype is None else self.data.astype(dtype, copy=False)
+
+    @property
+    def grad(self) -> np.ndarray | None:
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        # PyTorch code assigns tensors to .grad; the engine and optimizers work on arrays
+        self._grad = value.data if isinstance(value, Tensor) else value
+
     def item(self) -> float:
         return float(self.data.item())
 

@@ -39,6 +39,8 @@
 #| export
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tinytorch.core.tensor import Tensor, _GradMode, sum_to_shape
@@ -149,11 +151,11 @@ class no_grad:
         _GradMode.enabled = self.previous
 
     def __call__(self, func):
+        @functools.wraps(func)  # keeps the signature and docstring for help() and Shift-Tab
         def wrapper(*args, **kwargs):
             with no_grad():
                 return func(*args, **kwargs)
 
-        wrapper.__name__, wrapper.__doc__ = func.__name__, func.__doc__
         return wrapper
 
 

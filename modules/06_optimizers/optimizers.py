@@ -60,7 +60,7 @@ from tinytorch.core.tensor import Tensor
 # numbers and arrays are all a `.npz` checkpoint needs (module 07), so nothing is pickled.
 
 
-# %% nbgrader={"grade": false, "grade_id": "base", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade": false, "grade_id": "base", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export
 def _check_number(name: str, value, low: float, high: float | None = None, open_high=False):
     """Raise one clear ValueError unless low <= value <= high (or < high)."""

@@ -152,11 +152,14 @@ class EmbeddingLookup(Function):
 # %% nbgrader={"grade": false, "grade_id": "embedding", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
 class Embedding(Module):
-    """A learned vector per token id: weight (num_embeddings, embedding_dim), init N(0, 0.02²)."""
+    """A learned vector per token id: weight (vocab_size, embed_dim), init N(0, 0.02²).
 
-    def __init__(self, num_embeddings: int, embedding_dim: int):
-        self.num_embeddings = _positive_int("Embedding", "num_embeddings", num_embeddings)
-        self.embedding_dim = _positive_int("Embedding", "embedding_dim", embedding_dim)
+    `num_embeddings` and `embedding_dim` name the same sizes, as in PyTorch.
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int):
+        self.num_embeddings = _positive_int("Embedding", "vocab_size", vocab_size)
+        self.embedding_dim = _positive_int("Embedding", "embed_dim", embed_dim)
         shape = (self.num_embeddings, self.embedding_dim)
         self.weight = Tensor(np.random.normal(0.0, EMBEDDING_INIT_STD, shape), requires_grad=True)
 

@@ -95,7 +95,7 @@ def _mask_array(mask, scores_shape: tuple, dtype, hint: str = "") -> np.ndarray 
 # %% [markdown]
 # ## Masks
 #
-# `causal_mask(seq_len)` is the seed's `np.triu(np.ones((T, T)) * -np.inf, k=1)`: query i may
+# `causal_mask(seq_len)` is the course's matrix `np.triu(np.ones((T, T)) * -np.inf, k=1)`: query i may
 # see keys 0..i. With a KV cache the new queries sit after `past_len` cached positions, so the
 # mask becomes `(seq_len, past_len + seq_len)` and query i sees keys 0..past_len + i.
 #
@@ -363,7 +363,7 @@ class KVCache:
 #
 # `forward(query, mask=None, *, key=None, value=None, cache=None)`:
 #
-# - **self-attention** `attn(x, mask)`: q, k and v all come from `x` (the seed's
+# - **self-attention** `attn(x, mask)`: q, k and v all come from `x` (the course's
 #   `self.attention(normed, mask)`), through one fused `HeadProjection` of the three weights;
 # - **cross-attention** `attn(x, key=memory, value=memory, mask=...)`: queries from `x`, keys and
 #   values from another sequence (its length may differ; `value` defaults to `key`);
@@ -378,21 +378,28 @@ class KVCache:
 
 # %% nbgrader={"grade": false, "grade_id": "mha", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
+def check_heads(embed_dim: int, num_heads: int) -> None:
+    """One clear ValueError unless num_heads heads of whole size can share embed_dim features.
+
+    The one check of head counts: MultiHeadAttention makes it, and the transformer models of
+    module 13 make it first, before they build anything.
+    """
+    for label, n in (("embed_dim", embed_dim), ("num_heads", num_heads)):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"{label} must be a positive integer, got {n!r}")
+    if embed_dim % num_heads:
+        fits = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
+        raise ValueError(
+            f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}, so the heads "
+            f"cannot split it evenly; choose num_heads from {fits[:12]}"
+        )
+
+
 class MultiHeadAttention(Module):
     """num_heads attentions of size embed_dim // num_heads, computed together."""
 
     def __init__(self, embed_dim: int, num_heads: int, bias: bool = True):
-        for label, n in (("embed_dim", embed_dim), ("num_heads", num_heads)):
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-                raise ValueError(
-                    f"MultiHeadAttention: {label} must be a positive integer, got {n!r}"
-                )
-        if embed_dim % num_heads:
-            fits = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
-            raise ValueError(
-                f"MultiHeadAttention: embed_dim={embed_dim} is not divisible by "
-                f"num_heads={num_heads}; choose num_heads from {fits[:12]}"
-            )
+        check_heads(embed_dim, num_heads)
         self.embed_dim, self.num_heads = int(embed_dim), int(num_heads)
         self.head_dim = self.embed_dim // self.num_heads
         self.q_proj = Linear(embed_dim, embed_dim, bias=bias)

@@ -158,3 +158,15 @@ def test_importing_later_modules_replaces_no_tensor_method():
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == []
+
+
+def test_no_grad_as_a_decorator_keeps_the_signature_and_docstring():
+    import inspect
+
+    def scale(x, factor: float = 2.0, *, bias=None):
+        """Scale x."""
+        return x * factor
+
+    wrapped = no_grad()(scale)
+    assert inspect.signature(wrapped) == inspect.signature(scale)
+    assert wrapped.__doc__ == "Scale x." and wrapped.__wrapped__ is scale

@@ -115,3 +115,13 @@ def test_trains_a_parameter_through_autograd():
         ((w - Tensor(target)) ** 2).sum().backward()
         opt.step()
     np.testing.assert_allclose(w.data, target, atol=1e-2)
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_a_tensor_assigned_to_grad_steps_like_an_array(make):
+    (a,), (b,) = _params()[:1], _params()[:1]
+    a.grad = Tensor(np.ones(a.shape))  # as PyTorch code writes it
+    b.grad = np.ones(b.shape, dtype=np.float32)
+    make([a]).step()
+    make([b]).step()
+    assert a.data.dtype == np.float32 and np.array_equal(a.data, b.data)

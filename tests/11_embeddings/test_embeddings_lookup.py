@@ -111,3 +111,10 @@ def test_float64_under_precision():
     with precision(np.float64):
         emb = Embedding(3, 2)
         assert emb(np.array([0, 2])).dtype == np.float64
+
+
+def test_the_course_page_spelling_with_keywords():
+    emb = Embedding(vocab_size=10, embed_dim=4)
+    assert emb.weight.shape == (10, 4) and (emb.num_embeddings, emb.embedding_dim) == (10, 4)
+    with pytest.raises(ValueError, match="vocab_size"):
+        Embedding(vocab_size=0, embed_dim=4)

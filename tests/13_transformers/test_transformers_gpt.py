@@ -145,7 +145,7 @@ def test_changing_future_tokens_leaves_past_logits_unchanged(rng):
     assert not np.allclose(gpt(changed).data[:, -1], logits[:, -1])  # the past does matter
 
 
-def test_causal_mask_is_the_seed_matrix():
+def test_causal_mask_is_the_upper_triangle_of_minus_infinity():
     gpt = small_gpt()
     mask = gpt._create_causal_mask(4)
     np.testing.assert_array_equal(mask.data, np.triu(np.ones((4, 4)) * -np.inf, k=1))
@@ -236,7 +236,7 @@ def test_bad_tokens_raise_clear_errors(tokens, error, message):
 
 
 def test_bad_sizes_raise_clear_errors():
-    with pytest.raises(ValueError, match=r"embed_dim=30 must be divisible by num_heads=4"):
+    with pytest.raises(ValueError, match=r"embed_dim=30 is not divisible by num_heads=4"):
         GPT(vocab_size=10, embed_dim=30, num_layers=1, num_heads=4)
     with pytest.raises(ValueError, match=r"num_layers must be a positive integer, got 0"):
         GPT(vocab_size=10, embed_dim=8, num_layers=0, num_heads=2)

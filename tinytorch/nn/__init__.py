@@ -1,15 +1,32 @@
-"""Transformer building blocks: `from tinytorch.nn import LayerNorm, MLP`.
+"""Layers where a PyTorch user looks for them: `from tinytorch.nn import Linear, LayerNorm`.
 
-Names resolve lazily, so this package imports before module 13 is exported.
+Each name lives in the module of the course that builds it (the table below); it is imported on
+first use, so this package imports at every stage of the course.
 """
 
-import importlib
+from tinytorch import lazy_names
 
-_HOMES = {"LayerNorm": "tinytorch.nn.normalization", "MLP": "tinytorch.nn.feedforward"}
+_HOMES = {
+    "Module": "tinytorch.core.layers",
+    "Linear": "tinytorch.core.layers",
+    "Dropout": "tinytorch.core.layers",
+    "Sequential": "tinytorch.core.layers",
+    "ReLU": "tinytorch.core.activations",
+    "Sigmoid": "tinytorch.core.activations",
+    "Tanh": "tinytorch.core.activations",
+    "GELU": "tinytorch.core.activations",
+    "Softmax": "tinytorch.core.activations",
+    "MSELoss": "tinytorch.core.losses",
+    "CrossEntropyLoss": "tinytorch.core.losses",
+    "Embedding": "tinytorch.text.embeddings",
+    "PositionalEncoding": "tinytorch.text.embeddings",
+    "LearnedPositionalEncoding": "tinytorch.text.embeddings",
+    "MultiHeadAttention": "tinytorch.core.attention",
+    "LayerNorm": "tinytorch.nn.normalization",
+    "MLP": "tinytorch.nn.feedforward",
+    "TransformerBlock": "tinytorch.models.transformer",
+    "DecoderBlock": "tinytorch.models.transformer",
+    "TransformerEncoder": "tinytorch.models.transformer",
+}
 __all__ = sorted(_HOMES)
-
-
-def __getattr__(name):
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module 'tinytorch.nn' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names("tinytorch.nn", _HOMES)

@@ -10,17 +10,23 @@ import typer
 from rich.table import Table
 
 from tito import paths, progress
-from tito.catalog import MODULES, find
+from tito.catalog import MODULES, complete_key, find
 from tito.console import console, fail, ok
 from tito.errors import TitoError
-from tito.runner import TestRun, run_tests
+from tito.report import LiveProgress, show_run
+from tito.runner import run_tests
 
 # tito.lifecycle imports jupytext and nbformat (seconds): the commands that need it import it
 # when they run, so `tito --help` and `tito milestone` start fast.
 
 app = typer.Typer(help="Work through the course modules.", no_args_is_help=True)
 
-ModuleArg = Annotated[str, typer.Argument(help="Module number or name, e.g. 13 or transformers.")]
+ModuleArg = Annotated[
+    str,
+    typer.Argument(
+        help="Module number or name, e.g. 13 or transformers.", autocompletion=complete_key
+    ),
+]
 
 
 def _table(show_counts: bool) -> Table:
@@ -61,65 +67,98 @@ def list_modules() -> None:
 @app.command()
 def status() -> None:
     """Your progress: state and recorded test counts per module, and what to do next."""
+    from tito import lifecycle
+
     console.print(_table(show_counts=True))
     done = progress.load()
-    pending = [m for m in MODULES if m.number not in done]
     console.print(f"{len(done)} of {len(MODULES)} modules complete.")
-    if pending:
-        console.print(f"next: [name]tito module open {pending[0].number}[/name]")
+    pending = [m for m in MODULES if m.number not in done]
+    if not pending:
+        return
+    first = pending[0]
+    started = [m for m in pending[1:] if lifecycle.state(m, done) == "in progress"]
+    if started:
+        names = ", ".join(f"{m.number:02d} {m.slug}" for m in started)
+        console.print(f"also in progress: {names}")
+    if lifecycle.state(first, done) == "in progress":
+        rel = paths.shown(paths.notebook(first))
+        step = f"[name]tito module complete {first.number}[/name]"
+        console.print(f"next: fill in the TODOs of {rel}, then {step}", soft_wrap=True)
+    else:
+        console.print(f"next: [name]tito module open {first.number}[/name]")
+
+
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        help="Stop the tests after this many seconds (default 900, or TITO_TEST_TIMEOUT).",
+        show_default=False,
+    ),
+]
 
 
 @app.command("open")
 def open_(
     key: ModuleArg,
-    jupyter: Annotated[bool, typer.Option(help="Start Jupyter Lab on the notebook.")] = False,
+    jupyter: Annotated[bool, typer.Option(help="Start JupyterLab on the notebook.")] = False,
 ) -> None:
     """Create your working notebook for a module (never overwrites an existing one)."""
     from tito import lifecycle
 
     m = find(key)
     path, created = lifecycle.open_module(m)
-    rel = path.relative_to(paths.root())
+    rel = paths.shown(path)
     if created:
         ok(f"created {rel} with the solutions removed; fill in each TODO")
     else:
         console.print(f"{rel} already exists; it was left as it is.")
+    if not jupyter:
+        console.print(f"edit it in JupyterLab: [name]jupyter lab {rel}[/name] (or --jupyter)")
     console.print(f"when it is done: [name]tito module complete {m.number}[/name]")
     if jupyter:
-        exe = shutil.which("jupyter")
+        # `jupyter` alone may exist without JupyterLab (it then prints its own usage, exit 0)
+        exe = shutil.which("jupyter-lab")
         if exe is None:
-            raise TitoError("jupyter is not installed", hint="pip install jupyterlab")
-        subprocess.run([exe, "lab", str(path)], check=False)
+            raise TitoError(
+                "JupyterLab is not installed, so --jupyter cannot open the notebook",
+                hint=f"pip install jupyterlab, or open {rel} in any notebook editor",
+            )
+        code = subprocess.run([exe, str(path)], check=False).returncode
+        if code:
+            raise TitoError(f"JupyterLab stopped with exit code {code}", exit_code=code)
 
 
-def show_run(run: TestRun, label: str) -> None:
-    summary = f"{run.passed} passed, {run.failed} failed"
-    if run.skipped:
-        summary += f", {run.skipped} skipped"
-    if run.ok:
-        ok(f"{label}: {summary}")
-        return
-    lines = [ln for ln in run.output.splitlines() if ln.startswith(("FAILED", "ERROR", "E "))]
-    for line in lines[:20]:
-        console.print(line, markup=False, style="red")
-    fail(f"{label}: {summary}")
+def run_live(label: str, call):
+    """Run `call(on_event)` with a live progress line; returns what it returns."""
+    with LiveProgress(label) as live:
+        return call(live)
 
 
 @app.command()
-def complete(key: ModuleArg) -> None:
+def complete(key: ModuleArg, timeout: TimeoutOption = None) -> None:
     """Export your notebook into tinytorch, run the module's tests, record progress on a pass."""
     from tito import lifecycle
 
     m = find(key)
-    run, recorded = lifecycle.complete(m)
+    try:
+        run, recorded, saved = run_live(
+            f"module {m.name}", lambda live: lifecycle.complete(m, timeout=timeout, on_event=live)
+        )
+    except KeyboardInterrupt:
+        raise TitoError(
+            "interrupted; tinytorch/ and your progress are as they were", exit_code=130
+        ) from None
     show_run(run, f"module {m.name}")
     if not recorded:
         fail(
             "not recorded; the package keeps its previous code for this module",
-            hint=f"fix the failing parts in {paths.notebook(m).relative_to(paths.root())} "
+            hint=f"fix the failing parts in {paths.shown(paths.notebook(m))} "
             f"and run `tito module complete {m.number}` again",
         )
         raise typer.Exit(1)
+    for backup in saved:
+        console.print(f"the package file you edited by hand was saved to {paths.shown(backup)}")
     ok(f"module {m.name} complete; your code is now in tinytorch")
 
 
@@ -128,36 +167,66 @@ def export(
     key: Annotated[str | None, typer.Argument(help="Module number or name.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Export every module.")] = False,
     check: Annotated[
-        bool, typer.Option("--check", help="Only compare tinytorch/ with modules/; fail on drift.")
+        bool,
+        typer.Option(
+            "--check",
+            help="Only compare tinytorch/ with modules/ (with your own export for completed "
+            "modules); fail on drift.",
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Also replace the code of completed modules (they become not complete).",
+        ),
     ] = False,
 ) -> None:
-    """Rebuild tinytorch/ from the reference sources in modules/."""
+    """Rebuild tinytorch/ from the reference sources in modules/.
+
+    Completed modules keep your own code unless --force is given.
+    """
     from tito import lifecycle
 
     if (key is None) == (not all_):
         raise TitoError("give a module or --all", hint="tito module export 13, or --all")
-    chosen = MODULES if all_ else (find(key),)
+    chosen = list(MODULES) if all_ else [find(key)]
+    done = progress.load()
     if check:
-        diffs = [d for m in chosen for d in lifecycle.check_reference(m)]
+        diffs = [d for m in chosen for d in lifecycle.check_reference(m, done)]
         for d in diffs:
             console.print(d, markup=False)
         if diffs:
             raise TitoError(
-                f"tinytorch/ differs from modules/ in {len(diffs)} file(s)",
-                hint="run `tito module export --all` (or edit modules/, not tinytorch/)",
+                f"tinytorch/ differs from what it should hold in {len(diffs)} file(s)",
+                hint="edit modules/ (not tinytorch/) and run `tito module export --all`; "
+                "for a module you completed, `tito module complete N` installs your code again",
             )
-        ok(f"tinytorch/ matches modules/ for {len(chosen)} module(s)")
+        mine = sum(m.number in done for m in chosen)
+        note = f" ({mine} with your completed code)" if mine else ""
+        ok(f"tinytorch/ matches modules/ for {len(chosen)} module(s){note}")
         return
-    for m in chosen:
-        for path in lifecycle.export_reference(m):
-            console.print(f"wrote {path.relative_to(paths.root())}")
+    if all_ and not force:
+        kept = [m for m in chosen if m.number in done]
+        chosen = [m for m in chosen if m.number not in done]
+        if kept:
+            names = ", ".join(f"{m.number:02d} {m.slug}" for m in kept)
+            console.print(f"kept your completed code for {names} (--force replaces it)")
+    for path in lifecycle.export_reference(chosen, force=force):
+        console.print(f"wrote {paths.shown(path)}")
 
 
 @app.command("test")
-def test_module(key: ModuleArg) -> None:
-    """Run a module's tests against the current tinytorch package."""
+def test_module(key: ModuleArg, timeout: TimeoutOption = None) -> None:
+    """Run a module's tests against the current tinytorch package (same as `tito test`)."""
+    from tito import lifecycle
+
     m = find(key)
-    run = run_tests(m)
+    locate = lifecycle.installed_map(m)
+    run = run_live(
+        f"tests {m.name}",
+        lambda live: run_tests(m, timeout=timeout, on_event=live, locate=locate),
+    )
     show_run(run, f"tests {m.name}")
     if not run.ok:
         raise typer.Exit(1)
@@ -172,9 +241,12 @@ def reset(
     from tito import lifecycle
 
     m = find(key)
+    if lifecycle.state(m) == "not started":
+        console.print(f"module {m.name} was never opened; nothing to reset.")
+        return
     if not yes and paths.notebook(m).exists():
         typer.confirm(f"Reset module {m.name}? Your notebook is kept as a backup.", abort=True)
     backup = lifecycle.reset(m)
     if backup is not None:
-        console.print(f"your notebook was saved to {backup.relative_to(paths.root())}")
+        console.print(f"your notebook was saved to {paths.shown(backup)}")
     ok(f"module {m.name} reset to the fresh notebook and the reference package code")

@@ -6,26 +6,51 @@ from typing import Annotated
 
 import typer
 
-from tito.catalog import MODULES, find
-from tito.commands.module import show_run
+from tito.catalog import MODULES, complete_key, find
+from tito.commands.module import TimeoutOption, run_live
 from tito.errors import TitoError
+from tito.report import show_run
 from tito.runner import run_tests
 
-app = typer.Typer(help="Run module tests: `tito test transformers` == `tito test 13`.")
 
-
-@app.callback(invoke_without_command=True)
 def test(
-    key: Annotated[str | None, typer.Argument(help="Module number or name.")] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Run every module's tests.")] = False,
+    key: Annotated[
+        str | None,
+        typer.Argument(metavar="NAME", help="Module number or name.", autocompletion=complete_key),
+    ] = None,
+    all_: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Every module's tests; with a module, it and every module that builds on it.",
+        ),
+    ] = False,
+    timeout: TimeoutOption = None,
 ) -> None:
-    """Run the tests of one module (or --all) and show real pass/fail counts."""
-    if (key is None) == (not all_):
+    """Run the tests of one module (or --all) against tinytorch/ and show real pass/fail counts.
+
+    `tito test transformers` is `tito test 13`.
+    `tito test tensor --all` adds every module that builds on tensor: what a change there broke.
+    """
+    if key is None and not all_:
         raise TitoError("give a module or --all", hint="tito test transformers, or tito test --all")
+    chosen = list(MODULES)
+    if key is not None:
+        base = find(key)
+        chosen = [base] + [m for m in MODULES if all_ and base.number in m.requires]
+    from tito import lifecycle  # jupytext: imported when the command runs, not at startup
+
     failed = False
-    for m in MODULES if all_ else (find(key),):
-        run = run_tests(m)
-        show_run(run, f"tests {m.name}")
+    for m in chosen:
+        label = f"tests {m.name}"
+        locate = lifecycle.installed_map(m)
+        run = run_live(
+            label,
+            lambda live, m=m, locate=locate: run_tests(
+                m, timeout=timeout, on_event=live, locate=locate
+            ),
+        )
+        show_run(run, label)
         failed |= not run.ok
     if failed:
         raise typer.Exit(1)

@@ -1,14 +1,19 @@
-"""End to end: `tito milestone run gpt` with a tiny config on a small text file."""
+"""End to end: `tito milestone run gpt` with the nano preset on a small text file."""
 
 import json
 import os
+import re
+import shutil
 import signal
+import stat
+import sys
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from milestones import training
+from milestones import corpus, training
+from milestones import gpt as gpt_milestone
 from milestones.scaling import exact_formula
 from tinytorch.models.transformer import GPT, count_parameters
 from tito.main import app
@@ -20,6 +25,7 @@ PROSE = (
 ) * 12
 PNG = b"\x89PNG\r\n\x1a\n"
 runner = CliRunner()
+UMASK = 0o022
 
 
 def said(result):
@@ -28,7 +34,7 @@ def said(result):
 
 
 def gpt(*args):
-    return runner.invoke(app, ["milestone", "run", "gpt", "--config", "tiny", *map(str, args)])
+    return runner.invoke(app, ["milestone", "run", "gpt", "--config", "nano", *map(str, args)])
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +47,11 @@ def text_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, text_file):
     out = tmp_path_factory.mktemp("run") / "gpt"
-    result = gpt("--steps", 30, "--data", text_file, "--out", out)
+    old = os.umask(UMASK)
+    try:
+        result = gpt("--steps", 30, "--data", text_file, "--out", out)
+    finally:
+        os.umask(old)
     assert result.exit_code == 0, result.output
     return out, json.loads((out / "summary.json").read_text()), result.output
 
@@ -70,7 +80,7 @@ def test_parameter_counts_agree_with_the_model(finished):
         cfg["embed_dim"],
         cfg["num_layers"],
         cfg["num_heads"],
-        cfg["context"],
+        cfg["max_seq_len"],
     )
     params = summary["parameters"]
     assert params["total"] == count_parameters(model) == sum(params["by_component"].values())
@@ -96,8 +106,8 @@ def test_reports_are_consistent(finished):
 
 def test_samples_at_each_temperature_and_greedy(finished):
     summary, output = finished[1], finished[2]
-    temps = [s["temperature"] for s in summary["samples"]]
-    assert temps == [0.5, 0.8, 1.2, 0.0] and summary["samples"][-1]["greedy"]
+    settings = [(s["temperature"], s["top_k"]) for s in summary["samples"]]
+    assert settings == list(gpt_milestone.SAMPLING) and summary["samples"][-1]["greedy"]
     new = summary["config"]["sample_tokens"]
     for s in summary["samples"]:
         assert s["text"].startswith(summary["prompt"])
@@ -144,3 +154,49 @@ def test_a_fresh_run_keeps_the_earlier_checkpoint(tmp_path, text_file):
     before = (out / training.CHECKPOINT).read_bytes()
     assert gpt("--steps", 10, "--data", text_file, "--out", out, "--seed", 3).exit_code == 0
     assert (out / "checkpoint.previous.npz").read_bytes() == before
+
+
+def test_resume_of_a_finished_run_samples_again_without_training(finished, tmp_path):
+    out = tmp_path / "done"
+    shutil.copytree(finished[0], out)
+    result = runner.invoke(app, ["milestone", "run", "gpt", "--out", str(out), "--resume"])
+    assert result.exit_code == 0, result.output
+    assert "had finished its training" in said(result) and "loss nan" not in said(result)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["training"]["val_history"] == finished[1]["training"]["val_history"]
+    assert summary["samples"] == finished[1]["samples"]
+
+
+def test_files_follow_the_umask(finished):
+    for path in finished[0].iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) & 0o044 == 0o044 & ~UMASK, path.name
+
+
+def test_progress_shows_training_throughput(finished):
+    tps = finished[1]["training"]["tokens_per_second"]
+    shown = [float(m.replace(",", "")) for m in re.findall(r"([\d,]+) tok/s trained", finished[2])]
+    assert shown and shown[-1] == pytest.approx(tps, rel=0.02)
+
+
+def test_bpe_run_reports_bits_per_character(tmp_path, text_file):
+    out = tmp_path / "bpe"
+    result = gpt("--steps", 10, "--data", text_file, "--out", out, "--tokenizer", "bpe")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    corpus, run = summary["corpus"], summary["training"]
+    assert corpus["tokenizer"] == "bpe" and corpus["characters_per_token"] > 1.5
+    per_char = corpus["val_tokens"] / corpus["val_characters"] / np.log(2)
+    assert run["final_val_bits_per_char"] == pytest.approx(run["final_val_loss"] * per_char)
+    assert "bits per character" in said(result)
+    assert all(s["text"].startswith(summary["prompt"]) for s in summary["samples"])
+
+
+def test_default_corpus_is_built_once_and_cached(tmp_path):
+    first = corpus.default_corpus(tmp_path)
+    cached = list(tmp_path.iterdir())
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert [p.name for p in cached] == [f"default-corpus-python{version}.txt"]
+    assert cached[0].read_text(encoding="utf-8") == first.text
+    cached[0].write_text("a cached text that differs\n" * 10, encoding="utf-8")
+    assert corpus.default_corpus(tmp_path).text.startswith("a cached text that differs")
+    assert len(first.text) > 500_000 and first.source == corpus.DEFAULT_SOURCE

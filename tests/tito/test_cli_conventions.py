@@ -1,0 +1,96 @@
+"""tito behaves like the command lines students already know: stderr for errors, -h, shell
+completion, python -m, --debug anywhere, usage that parses."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tito.catalog import MODULES
+
+
+def test_errors_and_hints_go_to_stderr(project, cli):
+    result = cli("module", "open", "99")
+    assert result.exit_code == 1
+    assert "error: unknown module '99'" in result.stderr and "hint:" in result.stderr
+    assert "error" not in result.stdout
+
+
+@pytest.mark.parametrize("args", [("-h",), ("module", "-h"), ("module", "complete", "-h")])
+def test_dash_h_is_help_everywhere(cli, args):
+    result = cli(*args)
+    assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_shell_completion_is_offered(cli):
+    assert "--install-completion" in cli("--help").output
+    result = cli("--show-completion", "bash")
+    assert result.exit_code == 0 and "_COMPLETE=complete_bash" in result.output
+
+
+def test_python_dash_m_runs_tito_and_tito_main_is_not_silent(project):
+    env = dict(os.environ)
+    version = subprocess.run(
+        [sys.executable, "-m", "tito", "--version"], capture_output=True, text=True, env=env
+    )
+    assert version.returncode == 0 and version.stdout.startswith("tito ")
+    bare = subprocess.run([sys.executable, "-m", "tito.main"], capture_output=True, text=True)
+    assert bare.returncode != 0 and "Usage: tito" in bare.stdout + bare.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [("module", "open", "99", "--debug"), ("grade", "generate", "99", "--debug")]
+)
+def test_debug_is_accepted_anywhere(project, cli, args):
+    result = cli(*args)
+    assert result.exit_code != 0 and result.exception is not None  # the traceback, not a line
+    assert "No such option" not in result.output
+
+
+def test_test_takes_a_name_and_all(project, cli, monkeypatch):
+    import tito.commands.test as command
+    from tito.runner import TestRun
+
+    ran = []
+
+    def fake(module, **_):
+        ran.append(module.number)
+        return TestRun(passed=1)
+
+    monkeypatch.setattr(command, "run_tests", fake)
+    assert cli("test", "tensor").exit_code == 0 and ran == [1]
+    ran.clear()
+    result = cli("test", "tensor", "--all")
+    assert result.exit_code == 0, result.output
+    assert ran == [1] + [m.number for m in MODULES if 1 in m.requires]
+    ran.clear()
+    assert cli("test", "--all").exit_code == 0 and ran == [m.number for m in MODULES]
+    assert "test [OPTIONS] [NAME]" in cli("test", "-h").output
+    assert cli("test").exit_code == 1
+
+
+def test_open_jupyter_without_jupyterlab_is_one_line_and_fails(project, cli, monkeypatch):
+    import shutil
+
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name: None if "jupyter" in name else real(name))
+    result = cli("module", "open", "1", "--jupyter")
+    assert result.exit_code == 1
+    assert "JupyterLab is not installed" in result.stderr and "pip install jupyterlab" in (
+        result.stderr
+    )
+    assert (project / "workspace/01_tensor/tensor.ipynb").exists()  # the notebook is still made
+
+
+def test_a_file_that_cannot_be_written_is_named_in_one_line(project, cli, monkeypatch):
+    from tito import paths
+
+    def refuse(path, text):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(paths, "_stage", refuse)
+    result = cli("module", "open", "1")
+    assert result.exit_code == 1
+    assert "Permission denied: " in result.stderr and "tensor.ipynb" in result.stderr
+    assert "Traceback" not in result.output

@@ -1,0 +1,169 @@
+"""What a student sees when their code fails: test names, first messages, notebook cells; and
+the bounds on a run (a timeout that stops every process, output that cannot fill memory)."""
+
+import re
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import pytest
+
+from tito import notebooks
+from tito.catalog import CourseModule, find
+
+FAKE = CourseModule(99, "fake", "Fake", (), (), "tests/99_fake")
+
+
+def notebook_path(root, name: str, slug: str):
+    return root / "workspace" / name / f"{slug}.ipynb"
+
+
+def write_notebook(root, replace: str, by: str):
+    """The reference notebook of module 01 with one line of the student's changed."""
+    nb = notebooks.read_source(root / find(1).source)
+    cells = [c for c in nb.cells if replace in c.source]
+    cells[0].source = cells[0].source.replace(replace, by, 1)
+    path = notebook_path(root, "01_tensor", "tensor")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return nb
+
+
+def cell_line(nb, text: str) -> tuple[int, int, str]:
+    """The cell and line a report names, and the notebook's text at that place."""
+    match = re.search(r"cell (\d+), line (\d+): (.*)", text)
+    assert match, text
+    cell, line = int(match.group(1)), int(match.group(2))
+    return cell, line, nb.cells[cell - 1].source.splitlines()[line - 1]
+
+
+def test_failing_tests_are_named_with_their_message_and_notebook_cell(project, cli, monkeypatch):
+    cli("module", "open", "1")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-k 'autograd_hook or scalars_do_not'")
+    result = cli("module", "complete", "1")
+    assert result.exit_code == 1
+    out = result.stdout
+    assert "FAILED tests/01_tensor/test_tensor_ops.py::test_scalars_do_not_promote" in out
+    assert "test_backward_without_autograd_hook_is_explained" in out
+    assert "NotImplementedError: module 01 tensor: write this part" in out
+    assert "Expected regex" not in out and "tito-stage" not in result.output
+    at = next(line for line in out.splitlines() if line.strip().startswith("at tensor.ipynb"))
+    nb = nbformat.read(notebook_path(project, "01_tensor", "tensor"), as_version=4)
+    cell, line, source = cell_line(nb, at)
+    assert "raise NotImplementedError" in source and source.strip() in at
+    assert "2 failed" in result.stderr and "not recorded" in result.stderr
+
+
+def test_a_syntax_error_is_one_line_at_the_notebook_cell_and_runs_no_test(project, cli):
+    nb = write_notebook(project, "        return a + b\n", "        return a + (b\n")
+    result = cli("module", "complete", "1")
+    assert result.exit_code == 1
+    assert result.stderr.count("SyntaxError") == 1 and "tito-stage" not in result.output
+    cell, line, source = cell_line(nb, result.stderr)
+    assert source == "        return a + (b"
+    assert "passed" not in result.output  # no test ran
+
+
+@pytest.fixture
+def fake_tests(project):
+    folder = project / FAKE.tests
+    folder.mkdir()
+
+    def write(body: str):
+        (folder / "test_fake.py").write_text(textwrap.dedent(body))
+
+    return write
+
+
+def test_a_timeout_stops_the_whole_process_group_and_says_where(
+    project, fake_tests, tmp_path, capsys
+):
+    from tito.report import show_run
+    from tito.runner import run_tests
+
+    marker = tmp_path / "child.pid"
+    fake_tests(
+        f"""
+        import subprocess, sys
+
+        def test_fast():
+            assert True
+
+        def test_endless():
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            open({str(marker)!r}, "w").write(str(child.pid))
+            while True:
+                pass
+        """
+    )
+    run = run_tests(FAKE, timeout=10)  # generous: starting pytest on a busy machine takes seconds
+    assert not run.ok and run.passed == 1
+    assert run.timed_out.startswith("tests/99_fake/test_fake.py::test_endless (at ")
+    assert re.search(r"test_fake.py, line 1[01]: (while True:|pass)\)$", run.timed_out)
+    pid = int(marker.read_text())
+    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True)
+    assert state.stdout.strip() in ("", "Z")  # gone (or a zombie awaiting its reaper)
+    show_run(run, "fake")
+    said = capsys.readouterr().err
+    assert "fake: stopped after" in said and "test_fake.py, line 1" in said
+    assert "--timeout SECONDS or TITO_TEST_TIMEOUT" in said
+
+
+def test_timeout_option_and_variable_are_checked(monkeypatch):
+    from tito.errors import TitoError
+    from tito.runner import DEFAULT_TIMEOUT, timeout_seconds
+
+    monkeypatch.delenv("TITO_TEST_TIMEOUT", raising=False)
+    assert timeout_seconds() == DEFAULT_TIMEOUT and timeout_seconds(5) == 5
+    monkeypatch.setenv("TITO_TEST_TIMEOUT", "12")
+    assert timeout_seconds() == 12
+    monkeypatch.setenv("TITO_TEST_TIMEOUT", "soon")
+    with pytest.raises(TitoError, match="TITO_TEST_TIMEOUT"):
+        timeout_seconds()
+    with pytest.raises(TitoError, match="--timeout"):
+        timeout_seconds(-1)
+
+
+def test_a_flood_of_prints_keeps_memory_bounded(project, fake_tests):
+    # 300 MB printed: pytest's own capture would hold it in memory, tito's pipe keeps a tail
+    fake_tests(
+        """
+        def test_loud():
+            for _ in range(30):
+                print("x" * 10_000_000)
+        """
+    )
+    code = (
+        "import resource; from tito.runner import run_tests; "
+        "from tito.catalog import CourseModule; "
+        "run = run_tests(CourseModule(99, 'fake', 'Fake', (), (), 'tests/99_fake'), timeout=300); "
+        "kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss; "
+        # VmHWM, not RUSAGE_SELF: Linux carries ru_maxrss across exec from the forking pytest
+        "me = next(ln for ln in open('/proc/self/status') if ln.startswith('VmHWM')); "
+        "me = int(me.split()[1]); "
+        "print(run.ok, run.passed, len(run.output), kids // 1024, me // 1024)"
+    )
+    from tito.paths import PACKAGE_ROOT
+
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE_ROOT, check=True
+    ).stdout.split()
+    ok, passed, kept, child_mb, parent_mb = out
+    assert ok == "True" and passed == "1"
+    assert int(kept) < 100_000 and int(child_mb) < 250 and int(parent_mb) < 250, out
+
+
+def test_tito_test_maps_failures_to_the_notebook_the_package_came_from(project, cli, monkeypatch):
+    from tito import exporter
+
+    cli("module", "open", "1")
+    path = notebook_path(project, "01_tensor", "tensor")
+    nb = nbformat.read(path, as_version=4)
+    files = exporter.render(nb, find(1), origin="workspace/01_tensor/tensor.ipynb")
+    exporter.write(files, project / "tinytorch")  # as if this notebook had been installed
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-k autograd_hook")
+    result = cli("test", "1")
+    assert result.exit_code == 1
+    cell, line, source = cell_line(nb, result.stdout)
+    assert "raise NotImplementedError" in source
