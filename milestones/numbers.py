@@ -55,7 +55,7 @@ def encode(tokens: list[str]) -> list[int]:
 
 
 def decode(ids) -> str:
-    """Digits of a generated row: everything after START up to END (padding and specials dropped)."""
+    """The digits of a generated row: what follows START, up to END (specials dropped)."""
     text = []
     for i in ids:
         if i == END:
