@@ -38,6 +38,11 @@ MILESTONES: tuple[Milestone, ...] = (
         _GPT_MODULES,
     ),
     Milestone(
+        "translate",
+        "Number words to digits with an encoder-decoder: alignment plots, pre- vs post-norm.",
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+    ),
+    Milestone(
         "scaling",
         "Parameter, memory and generation-speed reports from tiny to GPT-3 scale, no training.",
         _GPT_MODULES,

@@ -42,7 +42,7 @@ def list_milestones() -> None:
 
 @app.command()
 def run(
-    name: Annotated[str, typer.Argument(help="gpt, attention or scaling.")],
+    name: Annotated[str, typer.Argument(help="gpt, attention, translate or scaling.")],
     quick: Annotated[
         bool, typer.Option("--quick", help="A smaller model and run: about 10 s on 2 cores.")
     ] = False,
@@ -78,9 +78,14 @@ def run(
             hint=f"complete them first, e.g. `tito module complete {first}`",
         )
     out = out if out is not None else paths.root() / "runs" / milestone.name
-    program = paths.import_beside(
-        "milestones.attention" if milestone.name == "attention" else "milestones.gpt"
-    )
+    if milestone.name == "translate" and (data is not None or resume):
+        why = "makes its own corpus" if data is not None else "keeps no checkpoint"
+        raise TitoError(
+            f"{'--data' if data is not None else '--resume'} does not apply to translate: it {why}",
+            hint="run `tito milestone run translate` without it",
+        )
+    modules = {"attention": "milestones.attention", "translate": "milestones.translate"}
+    program = paths.import_beside(modules.get(milestone.name, "milestones.gpt"))
     # One BLAS thread (set after the import above has loaded numpy's BLAS) unless the user chose a
     # number: at these matrix sizes a second thread saves about 20% on an idle 2-core machine,
     # and its spin-waiting doubles the step time as soon as another process wants a core.
@@ -90,5 +95,10 @@ def run(
             program.run(program.Options(out, quick, data, steps, seed, resume, config))
         elif milestone.name == "scaling":
             program.run_scaling(out, quick, config)
+        elif milestone.name == "translate":
+            try:
+                program.run(program.Options(out, quick, steps, seed, config))
+            except program.MilestoneError as err:
+                raise TitoError(err.message, hint=err.hint) from None
         else:
             program.run(out, seed or 0, steps)
