@@ -156,7 +156,8 @@ class History:
     lr: float
     loss: list[float]
     accuracy: list[tuple[int, float]]  # (step, exact match on the first CURVE_NUMBERS held out)
-    step_seconds: list[float]
+    step_seconds: list[float]  # wall clock
+    step_cpu_seconds: list[float]  # this process's CPU: what the step costs on an idle core
     reached: tuple[int, float] | None = None  # (step, training seconds) of the first >= target
 
 
@@ -166,10 +167,10 @@ def train(model, train_nums, test_nums, config, seed, lr, label, bar) -> History
     optimizer = AdamW(params, lr=lr, weight_decay=0.0)
     schedule = CosineSchedule(lr, config.warmup, config.steps, min_lr=lr / 10)
     rng = np.random.default_rng([seed, 1])
-    history = History(label, model.blocks[0].norm_first, lr, [], [], [])
+    history = History(label, model.blocks[0].norm_first, lr, [], [], [], [])
     task = bar.add_task(label, total=config.steps, loss=float("nan"), acc="")
     for step in range(config.steps):
-        tick = time.perf_counter()
+        tick, cpu = time.perf_counter(), time.process_time()
         optimizer.lr = schedule(step)
         batch = numbers.batch(rng.choice(train_nums, config.batch_size))
         logits = model(batch.source, batch.decoder_input, source_mask(batch))  # (B, T, V)
@@ -179,6 +180,7 @@ def train(model, train_nums, test_nums, config, seed, lr, label, bar) -> History
         clip_grad_norm(params, 1.0)
         optimizer.step()
         history.step_seconds.append(time.perf_counter() - tick)
+        history.step_cpu_seconds.append(time.process_time() - cpu)
         history.loss.append(float(loss.data))
         done = step + 1
         if done % config.eval_every == 0 or done == config.steps:
@@ -277,7 +279,7 @@ def run(opts: Options) -> dict:
     out = opts.out
     prepare_out(out)
     load_before = os.getloadavg()[0]
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     train_nums, test_nums = numbers.split(seed, config.test_size)
     console.print(
         f"corpus: the numbers 0..{numbers.LARGEST} in words, {len(train_nums)} to train on, "
@@ -313,7 +315,10 @@ def run(opts: Options) -> dict:
         "summary.json",
     ]
     main = histories[0]
-    step_ms = 1000 * np.array(main.step_seconds)
+    step_ms, step_cpu_ms = (
+        1000 * np.array(main.step_seconds),
+        1000 * np.array(main.step_cpu_seconds),
+    )
     summary = {
         "milestone": "translate",
         "task": f"English number words -> digits, 0..{numbers.LARGEST}",
@@ -332,7 +337,12 @@ def run(opts: Options) -> dict:
         if main.reached is None
         else {"step": main.reached[0], "train_seconds": main.reached[1]},
         "train_seconds": sum(main.step_seconds),
-        "step_ms": {"median": float(np.median(step_ms)), "mean": float(step_ms.mean())},
+        "train_cpu_seconds": sum(main.step_cpu_seconds),
+        # one BLAS thread: a step's CPU time is its wall time on an idle core, whatever the load
+        "step_ms": {
+            "median": float(np.median(step_ms)),
+            "median_cpu": float(np.median(step_cpu_ms)),
+        },
         "mistakes": mistakes[:20],
         "mistake_count": len(mistakes),
         "decoding": decoding,
@@ -343,6 +353,7 @@ def run(opts: Options) -> dict:
         ],
         "load_average": {"before": load_before, "after": os.getloadavg()[0]},
         "seconds": time.perf_counter() - began,
+        "cpu_seconds": time.process_time() - cpu,
         "files": files,
     }
     write_json(out / "summary.json", summary)
@@ -370,12 +381,12 @@ def show(summary: dict) -> None:
     console.print(table)
     for ex in summary["alignment_examples"]:
         console.print(f"  {ex['words']:<48} -> {ex['wrote']}")
-    d = summary["decoding"]
+    d, held_out, ms = summary["decoding"], summary["corpus"]["held_out"], summary["step_ms"]
     console.print(
         f"held-out exact match {summary['held_out_exact_match']:.1%} "
-        f"({summary['corpus']['held_out'] - summary['mistake_count']} of "
-        f"{summary['corpus']['held_out']}); training {summary['train_seconds']:.1f} s, "
-        f"median step {summary['step_ms']['median']:.1f} ms"
+        f"({held_out - summary['mistake_count']} of {held_out}); training "
+        f"{summary['train_seconds']:.1f} s, median step {ms['median']:.1f} ms "
+        f"({ms['median_cpu']:.1f} ms of CPU; load average {summary['load_average']['before']:.1f})"
     )
     console.print(
         f"decoding: cached {'equals' if d['cached_equals_uncached'] else 'DIFFERS FROM'} uncached "
