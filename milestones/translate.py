@@ -59,7 +59,7 @@ class Config:
 
 CONFIGS = {
     "tiny": Config("tiny", 16, 1, 2, 16, 12, 3e-3, 2, 40, 6),
-    "quick": Config("quick", 32, 2, 4, 32, 250, 3e-3, 25, 500, 50),
+    "quick": Config("quick", 32, 2, 4, 32, 200, 3e-3, 20, 300, 50),
     "default": Config("default", 64, 2, 4, 64, 800, 3e-3, 50, 1000, 50),
 }
 
