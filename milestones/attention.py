@@ -9,22 +9,21 @@ The sequence is `d1 .. dn SEP dn .. d1`; the loss counts only the reversed half.
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from dataclasses import replace
 
 import numpy as np
 from rich.progress import track
 from rich.table import Table
 
 from milestones import plots
-from milestones.gpt import prepare_out, write_json
+from milestones.output import prepare_out, write_json
+from milestones.registry import Milestone, RunOptions
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import CosineSchedule, clip_grad_norm, seed_everything
 from tinytorch.models.transformer import GPT
-from tito.console import console, ok
-from tito.errors import TitoError
 
 DIGITS, LENGTH = 10, 6
 SEP = DIGITS  # the separator is token 10
@@ -56,13 +55,16 @@ def accuracy(model, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(right[counted].mean()), float(right.all(axis=1).mean())
 
 
-def run(out: Path, seed: int = 0, steps: int | None = None) -> dict:
-    steps = 500 if steps is None else steps
-    if steps < 1:
-        raise TitoError(f"--steps must be at least 1, got {steps}", hint="e.g. --steps 500")
+def run(milestone: Milestone, opts: RunOptions) -> dict:
+    """Train on random reversals, then report accuracy on 1,000 unseen ones."""
+    out, console = opts.out, opts.console
+    seed = opts.seed or 0
+    steps = 500 if opts.steps is None else opts.steps
     prepare_out(out)
     seed_everything(seed)
-    model = GPT(DIGITS + 1, 64, 2, 4, max_seq_len=2 * LENGTH)
+    # the milestone's preset (tiny), with this task's vocabulary and sequence length
+    config = replace(milestone.config, vocab_size=DIGITS + 1, max_seq_len=2 * LENGTH)
+    model = GPT.from_config(config)
     optimizer = AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     schedule = CosineSchedule(3e-3, min(20, steps // 5), steps, min_lr=3e-4)
     test_x, test_y = sequences(np.random.default_rng([seed, 1]), 1000)
@@ -101,5 +103,4 @@ def run(out: Path, seed: int = 0, steps: int | None = None) -> dict:
         table.add_column(column, justify="right")
     table.add_row(f"{digit_acc:.1%}", f"{seq_acc:.1%}", f"{1 / DIGITS:.0%}", f"{seconds:.1f} s")
     console.print(table)
-    ok(f"wrote {png.name} and summary.json to {out}")
     return summary

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tito.errors import TitoError
+from milestones.errors import MilestoneError
 
 STDLIB_SOURCES = (
     "argparse", "collections/__init__", "difflib", "functools", "inspect", "json/__init__",
@@ -65,7 +65,7 @@ def default_corpus() -> Corpus:
             parts.extend(docstrings(path))
     text = normalise("\n\n".join(parts))
     if len(text) < MIN_DEFAULT_CHARS:
-        raise TitoError(
+        raise MilestoneError(
             f"the standard-library sources under {stdlib} hold only {len(text)} characters of "
             "docstrings (a stripped Python install?)",
             hint="train on a text file of your own with --data FILE",
@@ -75,39 +75,48 @@ def default_corpus() -> Corpus:
 
 def read_corpus(path: Path) -> Corpus:
     """A UTF-8 text file, checked: it exists, is text, and has at least two distinct characters."""
+    if path.is_dir():
+        raise MilestoneError(
+            f"--data {path} is a folder, not a text file",
+            hint="pass one UTF-8 text file inside it, e.g. --data DIR/book.txt",
+        )
     if not path.is_file():
-        raise TitoError(f"--data {path}: no such file", hint="pass the path of a UTF-8 text file")
+        raise MilestoneError(
+            f"--data {path}: no such file", hint="pass the path of a UTF-8 text file"
+        )
     raw = path.read_bytes()
     if not raw.strip():
-        raise TitoError(f"--data {path} is empty", hint="pass a text file with some prose in it")
+        raise MilestoneError(
+            f"--data {path} is empty", hint="pass a text file with some prose in it"
+        )
     if b"\x00" in raw:
-        raise TitoError(f"--data {path} is binary (it has NUL bytes)", hint="pass a text file")
+        raise MilestoneError(f"--data {path} is binary (it has NUL bytes)", hint="pass a text file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise TitoError(
+        raise MilestoneError(
             f"--data {path} is not UTF-8 text (bad byte at offset {err.start})",
             hint="convert it, e.g. `iconv -t utf-8`, or pass another file",
         ) from None
     if len(set(text)) < 2:
-        raise TitoError(
+        raise MilestoneError(
             f"--data {path} has only one distinct character; there is nothing to learn",
             hint="pass a text file with varied prose",
         )
     return Corpus(text, str(path))
 
 
-def split(tokens: np.ndarray, context: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def split(tokens: np.ndarray, max_seq_len: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Train and validation token arrays: a seeded choice of about 10% of equal blocks.
 
-    The text is cut into at most 20 blocks of at least `context + 2` tokens; the seed picks which
-    blocks are held out, so the split is fixed for a given text and seed.
+    The text is cut into at most 20 blocks of at least `max_seq_len + 2` tokens; the seed picks
+    which blocks are held out, so the split is fixed for a given text and seed.
     """
-    n_blocks = min(20, len(tokens) // (context + 2))
+    n_blocks = min(20, len(tokens) // (max_seq_len + 2))
     if n_blocks < 2:
-        raise TitoError(
-            f"the text has {len(tokens)} characters; a context of {context} needs at least "
-            f"{2 * (context + 2)}",
+        raise MilestoneError(
+            f"the text has {len(tokens)} tokens; max_seq_len {max_seq_len} needs at least "
+            f"{2 * (max_seq_len + 2)}",
             hint="use a longer --data file or a smaller --config",
         )
     blocks = np.array_split(tokens, n_blocks)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, replace
@@ -12,32 +11,28 @@ import numpy as np
 
 from milestones import plots, report, scaling, training
 from milestones.corpus import Corpus, default_corpus, read_corpus, split
+from milestones.errors import MilestoneError
+from milestones.output import prepare_out, write_json
+from milestones.registry import Milestone, RunOptions
 from tinytorch.core.autograd import no_grad, topological_order
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import seed_everything
 from tinytorch.data.loader import LanguageModelDataset
-from tinytorch.models.transformer import GPT, PRESETS, count_parameters
+from tinytorch.models.transformer import GPT, PRESETS, GPTConfig, count_parameters
 from tinytorch.text.tokenization import CharTokenizer
-from tito.console import console, ok
-from tito.errors import TitoError
 
 PROMPT = "The "
 TEMPERATURES = (0.5, 0.8, 1.2)
 
 
 @dataclass(frozen=True)
-class Config:
-    """A named model and training setup; `steps` is the default when --steps is not given."""
+class Training:
+    """How a model size is trained and sampled; the sizes themselves are PRESETS[name]."""
 
-    name: str
-    embed_dim: int
-    num_layers: int
-    num_heads: int
-    context: int
     batch_size: int
-    steps: int
+    steps: int  # the default when --steps is not given
     lr: float
     warmup: int
     eval_every: int
@@ -47,70 +42,49 @@ class Config:
     build_limit: int  # build (and count) GPT sizes up to this many parameters; formula beyond
 
 
-CONFIGS = {
-    "tiny": Config("tiny", 32, 2, 2, 16, 8, 60, 3e-3, 5, 10, 32, 10, 40, 1_000_000),
-    "quick": Config("quick", 64, 2, 4, 64, 16, 300, 3e-3, 20, 100, 256, 100, 120, 1_000_000),
-    "default": Config(
-        "default", 128, 4, 4, 64, 32, 900, 3e-3, 50, 150, 1024, 150, 240, 130_000_000
-    ),
+TRAINING = {
+    "nano": Training(8, 60, 3e-3, 5, 10, 32, 10, 40, 1_000_000),
+    "tiny": Training(16, 300, 3e-3, 20, 100, 256, 100, 120, 1_000_000),
+    "small": Training(32, 900, 3e-3, 50, 150, 1024, 150, 240, 130_000_000),
 }
 
 
-@dataclass(frozen=True)
-class Options:
-    out: Path
-    quick: bool = False
-    data: Path | None = None
-    steps: int | None = None
-    seed: int | None = None
-    resume: bool = False
-    config: str | None = None
+def config_name(milestone: Milestone, opts: RunOptions, stored: dict | None) -> str:
+    """--config, else the checkpoint's, else tiny for --quick, else the milestone's preset."""
+    name = opts.config or (stored["config"]["name"] if stored else None)
+    name = name or ("tiny" if opts.quick else milestone.preset)
+    if name not in TRAINING:
+        raise MilestoneError(
+            f"unknown --config '{name}'", hint=f"choose one of: {', '.join(TRAINING)}"
+        )
+    return name
 
 
-def prepare_out(out: Path) -> None:
-    """Create the output folder and prove it can be written, before any work is done."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise TitoError(
-            f"cannot write to the output folder {out}: {err.strerror or err}",
-            hint="pass --out DIR with a folder you can write to",
-        ) from None
-
-
-def settle(opts: Options) -> tuple[Config, int, Path | None, dict | None]:
-    """The config, seed and data file of this run; on --resume, those the checkpoint recorded."""
+def settle(milestone: Milestone, opts: RunOptions):
+    """Config name, training, seed, data file of this run; on --resume, what the checkpoint says."""
     stored = None
     if opts.resume:
         path = opts.out / training.CHECKPOINT
         if not path.is_file():
-            raise TitoError(
+            raise MilestoneError(
                 f"--resume: no checkpoint at {path}",
                 hint="run once without --resume first (or point --out at that run's folder)",
             )
         stored = training.read_meta(path)
-    name = opts.config or (stored["config"]["name"] if stored else None)
-    name = name or ("quick" if opts.quick else "default")
-    if name not in CONFIGS:
-        raise TitoError(f"unknown --config '{name}'", hint=f"choose one of: {', '.join(CONFIGS)}")
+    name = config_name(milestone, opts, stored)
     steps = opts.steps if opts.steps is not None else (stored["steps"] if stored else None)
-    config = CONFIGS[name] if steps is None else replace(CONFIGS[name], steps=steps)
-    if config.steps < 1:
-        raise TitoError(f"--steps must be at least 1, got {config.steps}", hint="e.g. --steps 200")
+    setup = TRAINING[name] if steps is None else replace(TRAINING[name], steps=steps)
     seed = opts.seed if opts.seed is not None else (stored["seed"] if stored else 0)
     data = opts.data
     if data is None and stored and stored["corpus_source"] != "stdlib docstrings":
         data = Path(stored["corpus_source"])
-    return config, seed, data, stored
+    return name, setup, seed, data, stored
 
 
 def check_resume(stored: dict, meta: dict) -> None:
     for key in ("seed", "steps", "corpus_sha256", "vocab", "config"):
         if stored.get(key) != meta[key]:
-            raise TitoError(
+            raise MilestoneError(
                 f"the checkpoint was made with a different {key.replace('_sha256', '')} "
                 "than this run",
                 hint="resume with the same --config, --steps, --seed and --data, or start afresh",
@@ -119,10 +93,6 @@ def check_resume(stored: dict, meta: dict) -> None:
 
 def char_tokens(tokenizer, text: str) -> np.ndarray:
     return np.asarray(tokenizer.encode_array(text), dtype=np.int64)
-
-
-def build_model(config: Config, vocab_size: int) -> GPT:
-    return GPT(vocab_size, config.embed_dim, config.num_layers, config.num_heads, config.context)
 
 
 def samples(model, tokenizer, prompt: str, new_tokens: int, seed: int) -> list[dict]:
@@ -164,11 +134,11 @@ def attention_maps(model, ids: np.ndarray) -> list[np.ndarray]:
     return [np.array(block.attention.last_attention) for block in model.blocks]
 
 
-def scaling_reports(model, optimizer, config: Config, quick: bool, x, y) -> dict:
-    """Every report of step 4, as plain numbers for the JSON summary."""
+def scaling_reports(model, optimizer, setup: Training, quick: bool, x, y) -> dict:
+    """Every scaling report, as plain numbers for the JSON summary."""
     this = model.config
     params = count_parameters(model)
-    contexts = (16, 32, 64, 128) if quick else (16, 32, 64, 128, 256, 512)
+    seq_lens = (16, 32, 64, 128) if quick else (16, 32, 64, 128, 256, 512)
     measured = step_bytes(model, optimizer, x, y)
     prompt = np.zeros((1, 4), dtype=np.int64)
     model.eval()
@@ -176,38 +146,39 @@ def scaling_reports(model, optimizer, config: Config, quick: bool, x, y) -> dict
     kv.update({n: scaling.kv_cache_bytes_per_token(PRESETS[n]) for n in scaling.GPT_SIZES})
     return {
         "parameters": {"total": params, "by_component": scaling.by_component(model)},
-        "parameter_scaling": scaling.parameter_scaling(this, config.build_limit),
-        "attention_memory": scaling.attention_memory(config.num_heads, contexts),
+        "parameter_scaling": scaling.parameter_scaling(this, setup.build_limit),
+        "attention_memory": scaling.attention_memory(this.num_heads, seq_lens),
         "kv_cache_bytes_per_token": {
             "predicted": kv,
             "measured_this_model": scaling.measured_kv_bytes_per_token(model),
         },
-        "training_memory": scaling.training_memory(this, config.batch_size, measured),
-        "generation_speed": scaling.generation_speed(model, prompt, config.context - 4),
+        "training_memory": scaling.training_memory(this, setup.batch_size, measured),
+        "generation_speed": scaling.generation_speed(model, prompt, this.max_seq_len - 4),
     }
 
 
-def write_json(path: Path, payload: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+def config_summary(name: str, model: GPTConfig, setup: Training) -> dict:
+    """The run's configuration in one flat dictionary: preset name, model sizes, training."""
+    return {"name": name, **asdict(model), **asdict(setup)}
 
 
-def run(opts: Options) -> dict:
+def run(milestone: Milestone, opts: RunOptions) -> dict:
     """The whole milestone; returns the summary it writes to <out>/summary.json."""
-    config, seed, data, stored = settle(opts)
+    console = opts.console
+    name, setup, seed, data, stored = settle(milestone, opts)
     prepare_out(opts.out)
     corpus: Corpus = read_corpus(data) if data is not None else default_corpus()
     tokenizer = CharTokenizer.from_text(corpus.text)
     tokens = char_tokens(tokenizer, corpus.text)
-    train_tokens, val_tokens = split(tokens, config.context, seed)
-    train_data = LanguageModelDataset(train_tokens, config.context)
-    val_data = LanguageModelDataset(val_tokens, config.context)
     vocab = "".join(tokenizer.vocab)
+    config = replace(PRESETS[name], vocab_size=len(vocab))
+    train_tokens, val_tokens = split(tokens, config.max_seq_len, seed)
+    train_data = LanguageModelDataset(train_tokens, config.max_seq_len)
+    val_data = LanguageModelDataset(val_tokens, config.max_seq_len)
     meta = {
-        "config": asdict(config),
+        "config": config_summary(name, config, setup),
         "seed": seed,
-        "steps": config.steps,
+        "steps": setup.steps,
         "corpus_source": corpus.source,
         "corpus_sha256": corpus.sha256,
         "vocab": vocab,
@@ -216,39 +187,39 @@ def run(opts: Options) -> dict:
         check_resume(stored, meta)
     console.print(
         f"corpus: {corpus.source}, {len(corpus.text):,} characters, vocabulary {len(vocab)}; "
-        f"config {config.name}: embed {config.embed_dim}, {config.num_layers} layers, "
-        f"{config.num_heads} heads, context {config.context}, batch {config.batch_size}, "
-        f"{config.steps} steps, seed {seed}"
+        f"config {name}: embed {config.embed_dim}, {config.num_layers} layers, "
+        f"{config.num_heads} heads, max_seq_len {config.max_seq_len}, batch {setup.batch_size}, "
+        f"{setup.steps} steps, seed {seed}"
     )
     seed_everything(seed)
-    model = build_model(config, len(vocab))
+    model = GPT.from_config(config)
     checkpoint = opts.out / training.CHECKPOINT
     if not opts.resume and checkpoint.exists():
         kept = checkpoint.with_name("checkpoint.previous.npz")
         os.replace(checkpoint, kept)
-        console.print(f"[note]the earlier checkpoint was kept as {kept}[/note]")
+        console.print(f"[dim]the earlier checkpoint was kept as {kept}[/dim]")
     settings = training.Settings(
-        steps=config.steps,
-        batch_size=config.batch_size,
-        context=config.context,
-        lr=config.lr,
-        warmup=min(config.warmup, config.steps // 5),
-        min_lr=config.lr / 10,
+        steps=setup.steps,
+        batch_size=setup.batch_size,
+        max_seq_len=config.max_seq_len,
+        lr=setup.lr,
+        warmup=min(setup.warmup, setup.steps // 5),
+        min_lr=setup.lr / 10,
         weight_decay=0.01,
         clip=1.0,
-        eval_every=config.eval_every,
-        eval_windows=config.eval_windows,
-        checkpoint_every=config.checkpoint_every,
+        eval_every=setup.eval_every,
+        eval_windows=setup.eval_windows,
+        checkpoint_every=setup.checkpoint_every,
         seed=seed,
     )
     history, seconds, optimizer = training.train(
-        model, train_data, val_data, settings, opts.out, meta, opts.resume
+        model, train_data, val_data, settings, opts.out, meta, opts.resume, console
     )
     prompt = PROMPT if all(ch in vocab for ch in PROMPT) else corpus.text[:4]
     began = time.perf_counter()
-    texts = samples(model, tokenizer, prompt, config.sample_tokens, seed)
-    x, y = training.batch_at(train_data, seed, 0, config.batch_size)
-    reports = scaling_reports(model, optimizer, config, opts.quick, x, y)
+    texts = samples(model, tokenizer, prompt, setup.sample_tokens, seed)
+    x, y = training.batch_at(train_data, seed, 0, setup.batch_size)
+    reports = scaling_reports(model, optimizer, setup, opts.quick, x, y)
     shown = texts[-1]["text"][:16]  # the greedy sample's start
     files = [
         plots.loss_curves(history.train, history.val, opts.out / "loss.png"),
@@ -261,10 +232,10 @@ def run(opts: Options) -> dict:
             reports["parameter_scaling"], reports["attention_memory"], opts.out / "scaling.png"
         ),
     ]
-    trained_tokens = (config.steps - history.resumed_at) * config.batch_size * config.context
+    trained_tokens = (setup.steps - history.resumed_at) * setup.batch_size * config.max_seq_len
     summary = {
-        "milestone": "gpt",
-        "config": asdict(config),
+        "milestone": milestone.name,
+        "config": config_summary(name, config, setup),
         "seed": seed,
         "corpus": {
             "source": corpus.source,
@@ -275,7 +246,7 @@ def run(opts: Options) -> dict:
             "val_tokens": int(len(val_tokens)),
         },
         "training": {
-            "steps": config.steps,
+            "steps": setup.steps,
             "resumed_at_step": history.resumed_at,
             "initial_val_loss": history.val[0][1],
             "final_val_loss": history.val[-1][1],
@@ -291,38 +262,36 @@ def run(opts: Options) -> dict:
         "files": [p.name for p in files] + [training.CHECKPOINT, "summary.json"],
     }
     write_json(opts.out / "summary.json", summary)
-    report.show_gpt(summary)
-    ok(f"wrote {', '.join(summary['files'])} to {opts.out}")
+    report.show_gpt(summary, console)
     return summary
 
 
-def run_scaling(out: Path, quick: bool, config_name: str | None) -> dict:
+def run_scaling(milestone: Milestone, opts: RunOptions) -> dict:
     """`tito milestone run scaling`: the reports of `run gpt` for an untrained model."""
-    name = config_name or ("quick" if quick else "default")
-    if name not in CONFIGS:
-        raise TitoError(f"unknown --config '{name}'", hint=f"choose one of: {', '.join(CONFIGS)}")
-    config = CONFIGS[name]
-    prepare_out(out)
-    vocab_size = default_corpus_vocab()
+    name = config_name(milestone, opts, None)
+    setup = TRAINING[name]
+    prepare_out(opts.out)
+    vocab_size = len(set(default_corpus().text))
+    config = replace(PRESETS[name], vocab_size=vocab_size)
     seed_everything(0)
-    model = build_model(config, vocab_size)
+    model = GPT.from_config(config)
     rng = np.random.default_rng(0)
-    x, y = (rng.integers(0, vocab_size, size=(config.batch_size, config.context)) for _ in "xy")
-    optimizer = AdamW(model.parameters(), lr=config.lr)
+    shape = (setup.batch_size, config.max_seq_len)
+    x, y = (rng.integers(0, vocab_size, size=shape) for _ in "xy")
+    optimizer = AdamW(model.parameters(), lr=setup.lr)
     cross_entropy(model(Tensor(x)), y).backward()
     optimizer.step()  # one step, so AdamW's moments exist and can be measured
     optimizer.zero_grad()
-    summary = {"milestone": "scaling", "config": asdict(config), "vocab_size": vocab_size}
-    summary.update(scaling_reports(model, optimizer, config, quick, x, y))
+    summary = {
+        "milestone": milestone.name,
+        "config": config_summary(name, config, setup),
+        "vocab_size": vocab_size,
+    }
+    summary.update(scaling_reports(model, optimizer, setup, opts.quick, x, y))
     png = plots.scaling_curves(
-        summary["parameter_scaling"], summary["attention_memory"], out / "scaling.png"
+        summary["parameter_scaling"], summary["attention_memory"], opts.out / "scaling.png"
     )
     summary["files"] = [png.name, "summary.json"]
-    write_json(out / "summary.json", summary)
-    report.show_scaling(summary)
-    ok(f"wrote {png.name} and summary.json to {out}")
+    write_json(opts.out / "summary.json", summary)
+    report.show_scaling(summary, opts.console)
     return summary
-
-
-def default_corpus_vocab() -> int:
-    return len(set(default_corpus().text))

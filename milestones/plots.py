@@ -10,10 +10,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from tinytorch.core.training import write_atomic  # noqa: E402
+
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    write_atomic(path, lambda handle: fig.savefig(handle, format="png", dpi=110))
     plt.close(fig)
     return path
 
@@ -55,7 +57,7 @@ def attention_heatmaps(weights: list[np.ndarray], tokens: list[str], path: Path)
 
 
 def scaling_curves(params: list[dict], memory: list[dict], path: Path) -> Path:
-    """Left: parameters per size, formula vs exact. Right: attention bytes vs context."""
+    """Left: parameters per size, formula vs exact. Right: attention bytes vs sequence length."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     names = [row["name"] for row in params]
     x = np.arange(len(names))
@@ -68,12 +70,12 @@ def scaling_curves(params: list[dict], memory: list[dict], path: Path) -> Path:
     left.set_xticks(x, names, rotation=20, fontsize=8)
     left.set(ylabel="parameters", title="parameter scaling")
     left.legend(fontsize=8)
-    t = [r["context"] for r in memory]
+    t = [r["seq_len"] for r in memory]
     right.loglog(t, [r["predicted_bytes"] for r in memory], "--", label="B·H·T²·4 predicted")
     right.loglog(t, [r["measured_bytes"] for r in memory], "o", label="last_attention.nbytes")
     right.set_xticks(t, [str(v) for v in t])
     right.minorticks_off()
-    right.set(xlabel="context length T", ylabel="bytes per layer", title="attention memory")
+    right.set(xlabel="sequence length T", ylabel="bytes per layer", title="attention memory")
     right.legend(fontsize=8)
     return _save(fig, path)
 

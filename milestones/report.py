@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.table import Table
-
-from tito.console import console
 
 
 def human_bytes(n: float) -> str:
@@ -29,7 +28,7 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
-def show_scaling(summary: dict) -> None:
+def show_scaling(summary: dict, console: Console) -> None:
     params = summary["parameters"]
     table = _table("parameters by component", "component", "parameters", "share")
     for name, count in params["by_component"].items():
@@ -54,12 +53,12 @@ def show_scaling(summary: dict) -> None:
 
     table = _table(
         "attention matrix per layer (batch 1): B·H·T²·4 predicted vs last_attention.nbytes",
-        "context T", "predicted", "measured", "match",
+        "seq_len T", "predicted", "measured", "match",
     )  # fmt: skip
     for r in summary["attention_memory"]:
         same = "yes" if r["predicted_bytes"] == r["measured_bytes"] else "NO"
         table.add_row(
-            str(r["context"]), human_bytes(r["predicted_bytes"]), human_bytes(r["measured_bytes"]),
+            str(r["seq_len"]), human_bytes(r["predicted_bytes"]), human_bytes(r["measured_bytes"]),
             same,
         )  # fmt: skip
     console.print(table)
@@ -92,7 +91,7 @@ def show_scaling(summary: dict) -> None:
     )
 
 
-def show_gpt(summary: dict) -> None:
+def show_gpt(summary: dict, console: Console) -> None:
     t = summary["training"]
     console.print(
         f"validation loss {t['initial_val_loss']:.3f} -> {t['final_val_loss']:.3f} "
@@ -100,6 +99,6 @@ def show_gpt(summary: dict) -> None:
     )
     for s in summary["samples"]:
         label = "greedy" if s["greedy"] else f"temperature {s['temperature']}"
-        console.print(f"[name]{label}[/name]", highlight=False)
+        console.print(f"[cyan]{label}[/cyan]", highlight=False)
         console.print(s["text"], markup=False, highlight=False)
-    show_scaling(summary)
+    show_scaling(summary, console)

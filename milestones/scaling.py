@@ -73,19 +73,19 @@ def by_component(model) -> dict[str, int]:
 
 
 def attention_memory(
-    num_heads: int, contexts: tuple[int, ...], batch: int = 1, embed_dim: int = 64
+    num_heads: int, seq_lens: tuple[int, ...], batch: int = 1, embed_dim: int = 64
 ) -> list[dict]:
     """Attention-matrix bytes per layer: B·H·T²·4 predicted, `last_attention.nbytes` measured."""
-    model = GPT(32, embed_dim, 1, num_heads, max_seq_len=max(contexts))
+    model = GPT(32, embed_dim, 1, num_heads, max_seq_len=max(seq_lens))
     model.eval()
     rng = np.random.default_rng(0)
     rows = []
-    for t in contexts:
+    for t in seq_lens:
         with no_grad():
             model(Tensor(rng.integers(0, 32, size=(batch, t))))
         measured = int(model.blocks[0].attention.last_attention.nbytes)
         predicted = batch * num_heads * t * t * FLOAT_BYTES
-        rows.append({"context": t, "predicted_bytes": predicted, "measured_bytes": measured})
+        rows.append({"seq_len": t, "predicted_bytes": predicted, "measured_bytes": measured})
     return rows
 
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from milestones.errors import MilestoneError
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
@@ -28,8 +30,6 @@ from tinytorch.core.training import (
     save_checkpoint,
 )
 from tinytorch.data.loader import LanguageModelDataset
-from tito.console import console
-from tito.errors import TitoError
 
 CHECKPOINT = "checkpoint.npz"
 META_KEY = "milestone_meta"  # run metadata as UTF-8 JSON bytes in a uint8 array (no pickle)
@@ -49,7 +49,7 @@ class History:
 class Settings:
     steps: int
     batch_size: int
-    context: int
+    max_seq_len: int
     lr: float
     warmup: int
     min_lr: float
@@ -107,13 +107,13 @@ def save(path: Path, model, optimizer, step: int, meta: dict, history: History) 
 
 
 def read_meta(path: Path) -> dict:
-    """The run metadata stored in a checkpoint, or a TitoError if it is not a readable one."""
+    """The run metadata stored in a checkpoint, or a MilestoneError if it is not a readable one."""
     try:
         with np.load(path, allow_pickle=False) as archive:
             key = next(k for k in archive.files if k.endswith(META_KEY))
             return json.loads(archive[key].tobytes().decode())
     except Exception as err:  # noqa: BLE001 - any failure here means a damaged file
-        raise TitoError(
+        raise MilestoneError(
             f"checkpoint {path} is damaged or not a milestone checkpoint ({type(err).__name__})",
             hint="start afresh without --resume (the damaged file is kept as it is)",
         ) from None
@@ -124,7 +124,7 @@ def restore(path: Path, model, optimizer) -> tuple[int, History]:
     try:
         info = load_checkpoint(path, model, optimizer)
     except Exception as err:  # noqa: BLE001 - a checkpoint that does not fit this model
-        raise TitoError(
+        raise MilestoneError(
             f"checkpoint {path} does not fit this model: {err}",
             hint="resume with the same --config and --data, or start afresh without --resume",
         ) from None
@@ -156,21 +156,26 @@ class _StopFlag:
         signal.signal(signal.SIGINT, self.previous)
 
 
-def _progress() -> Progress:
+def _progress(console: Console) -> Progress:
     return Progress(
         TextColumn("training"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("loss {task.fields[loss]:.3f}  lr {task.fields[lr]:.2e}"),
-        TextColumn("{task.fields[tps]:,.0f} tok/s"),
+        TextColumn("{task.fields[tps]:,.0f} tok/s trained"),
         TimeRemainingColumn(),
         console=console,
         transient=False,
     )
 
 
-def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, resume: bool):
-    """Train to cfg.steps (from the checkpoint on resume); return history, seconds, optimizer."""
+def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, resume: bool,
+          console: Console):  # fmt: skip
+    """Train to cfg.steps (from the checkpoint on resume); return history, seconds, optimizer.
+
+    `seconds` counts the training steps only (forward, backward, update), not the evaluations
+    and checkpoints between them; the progress bar's tok/s is the same training throughput.
+    """
     params = model.parameters()
     optimizer = AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = CosineSchedule(cfg.lr, cfg.warmup, cfg.steps, min_lr=cfg.min_lr)
@@ -180,14 +185,16 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
         start, history = restore(path, model, optimizer)
         history.resumed_at = start
         console.print(f"resumed from {path} at step {start} of {cfg.steps}")
+        if start >= cfg.steps:
+            console.print("the run had finished its training: sampling and reporting again")
+            return history, 0.0, optimizer
     if not history.val:
         history.val.append((0, evaluate(model, val_data, cfg.eval_windows, cfg.batch_size)))
-    tokens_per_step = cfg.batch_size * cfg.context
-    began = time.perf_counter()
-    with _StopFlag() as stop, _progress() as bar:
-        task = bar.add_task(
-            "train", total=cfg.steps, completed=start, loss=float("nan"), lr=0.0, tps=0.0
-        )
+    tokens_per_step = cfg.batch_size * cfg.max_seq_len
+    seconds = 0.0  # in training steps only
+    with _StopFlag() as stop, _progress(console) as bar:
+        loss = history.train[-1] if history.train else history.val[-1][1]
+        task = bar.add_task("train", total=cfg.steps, completed=start, loss=loss, lr=0.0, tps=0.0)
         for step in range(start, cfg.steps):
             tick = time.perf_counter()
             optimizer.lr = schedule(step)
@@ -197,6 +204,7 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
             loss.backward()
             clip_grad_norm(params, cfg.clip)
             optimizer.step()
+            seconds += time.perf_counter() - tick
             done = step + 1
             history.train.append(float(loss.data))
             if done % cfg.eval_every == 0 or done == cfg.steps:
@@ -205,15 +213,15 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
                 bar.console.print(f"step {done:>5}  train {history.train[-1]:.3f}  val {val:.3f}")
             if done % cfg.checkpoint_every == 0 or done == cfg.steps:
                 save(path, model, optimizer, done, meta, history)
-            tps = tokens_per_step / max(time.perf_counter() - tick, 1e-9)
+            tps = tokens_per_step * (done - start) / max(seconds, 1e-9)
             bar.update(task, completed=done, loss=history.train[-1], lr=optimizer.lr, tps=tps)
             if after_step is not None:
                 after_step(done)
             if stop.requested and done < cfg.steps:
                 save(path, model, optimizer, done, meta, history)
-                raise TitoError(
+                raise MilestoneError(
                     f"interrupted at step {done} of {cfg.steps}; checkpoint saved to {path}",
                     hint="continue with the same command plus --resume",
                     exit_code=130,
                 )
-    return history, time.perf_counter() - began, optimizer
+    return history, seconds, optimizer

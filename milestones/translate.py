@@ -9,120 +9,84 @@ post-norm variant (same seed, same batches, same steps) so the two can be compar
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 import numpy as np
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from milestones import numbers, translate_plots
+from milestones.errors import MilestoneError
+from milestones.output import prepare_out, write_json
+from milestones.registry import Milestone, RunOptions
 from tinytorch.core.attention import padding_mask
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.training import CosineSchedule, clip_grad_norm, seed_everything
-from tinytorch.models.transformer import Seq2SeqTransformer, count_parameters
+from tinytorch.models.transformer import PRESETS, Seq2SeqTransformer, count_parameters
 
-console = Console(highlight=False)
 TARGET_ACCURACY = 0.95  # the milestone's bar for exact match on held-out numbers
 CURVE_NUMBERS = 250  # held-out numbers scored at every evaluation (all of them at the end)
 
 
-class MilestoneError(Exception):
-    """A bad option or an unusable output folder: one line for the user, with a fix."""
-
-    def __init__(self, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.message, self.hint = message, hint
-
-
 @dataclass(frozen=True)
-class Config:
-    """Model and training sizes; `steps` is the default when --steps is not given."""
+class Training:
+    """How a model size is trained on this task; the sizes themselves are PRESETS[name]."""
 
-    name: str
-    embed_dim: int
-    num_layers: int
-    num_heads: int
     batch_size: int
-    steps: int
+    steps: int  # the default when --steps is not given
     lr: float
     warmup: int
     test_size: int  # numbers held out of training, scored by exact match
     eval_every: int
 
 
-CONFIGS = {
-    "tiny": Config("tiny", 16, 1, 2, 16, 12, 3e-3, 2, 40, 6),
-    "quick": Config("quick", 32, 2, 4, 32, 200, 3e-3, 20, 300, 50),
-    "default": Config("default", 64, 2, 4, 64, 800, 3e-3, 50, 1000, 50),
+TRAINING = {
+    "nano": Training(32, 200, 3e-3, 20, 300, 50),  # --quick
+    "tiny": Training(64, 800, 3e-3, 50, 1000, 50),  # the default
 }
 
 
-@dataclass(frozen=True)
-class Options:
-    out: Path
-    quick: bool = False
-    steps: int | None = None
-    seed: int | None = None
-    config: str | None = None
-
-
-def settle(opts: Options) -> tuple[Config, int]:
-    name = opts.config or ("quick" if opts.quick else "default")
-    if name not in CONFIGS:
+def settle(milestone: Milestone, opts: RunOptions) -> tuple[str, Training, int]:
+    """Preset name, training setup and seed of this run; options that do not apply are errors."""
+    for given, option, why in (
+        (opts.data is not None, "--data", "makes its own corpus"),
+        (opts.resume, "--resume", "keeps no checkpoint"),
+    ):
+        if given:
+            raise MilestoneError(
+                f"{option} does not apply to translate: it {why}",
+                hint="run `tito milestone run translate` without it",
+            )
+    name = opts.config or ("nano" if opts.quick else milestone.preset)
+    if name not in TRAINING:
         raise MilestoneError(
-            f"unknown --config '{name}'", hint=f"choose one of: {', '.join(CONFIGS)}"
+            f"unknown --config '{name}'", hint=f"choose one of: {', '.join(TRAINING)}"
         )
-    config = CONFIGS[name] if opts.steps is None else replace(CONFIGS[name], steps=opts.steps)
-    if config.steps < 1:
-        raise MilestoneError(
-            f"--steps must be at least 1, got {config.steps}", hint="e.g. --steps 800"
-        )
+    setup = TRAINING[name] if opts.steps is None else replace(TRAINING[name], steps=opts.steps)
     seed = 0 if opts.seed is None else opts.seed
     if not 0 <= seed < 2**32:
-        raise MilestoneError(f"--seed must be in [0, 2**32), got {seed}", hint="e.g. --seed 1")
-    return config, seed
-
-
-def prepare_out(out: Path) -> None:
-    """Create the output folder and prove it can be written, before any training."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise MilestoneError(
-            f"cannot write to the output folder {out}: {err.strerror or err}",
-            hint="pass --out DIR with a folder you can write to",
-        ) from None
-
-
-def write_json(path: Path, payload: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+        raise MilestoneError(f"--seed must be below 2**32, got {seed}", hint="e.g. --seed 1")
+    return name, setup, seed
 
 
 def source_mask(batch: numbers.Batch) -> np.ndarray:
     return padding_mask(batch.source_lengths, batch.source.shape[1])  # (B, 1, 1, S)
 
 
-def build(config: Config, seed: int, norm_first: bool) -> Seq2SeqTransformer:
+def build(name: str, seed: int, norm_first: bool) -> Seq2SeqTransformer:
+    """PRESETS[name]'s sizes with this task's vocabulary and lengths, seeded."""
+    size = PRESETS[name]
     seed_everything(seed)  # the same seed gives both norm placements the same initial weights
-    size = max(numbers.MAX_SOURCE_LEN, numbers.MAX_TARGET_LEN)
     return Seq2SeqTransformer(
         len(numbers.VOCAB),
-        config.embed_dim,
-        config.num_layers,
-        config.num_heads,
-        max_seq_len=size,
+        size.embed_dim,
+        size.num_layers,
+        size.num_heads,
+        max_seq_len=max(numbers.MAX_SOURCE_LEN, numbers.MAX_TARGET_LEN),
         norm_first=norm_first,
     )
 
@@ -165,7 +129,8 @@ def train(model, train_nums, test_nums, config, seed, lr, label, bar) -> History
     """AdamW with warm-up and cosine decay; batches drawn by `seed` alone, the same per variant."""
     params = model.parameters()
     optimizer = AdamW(params, lr=lr, weight_decay=0.0)
-    schedule = CosineSchedule(lr, config.warmup, config.steps, min_lr=lr / 10)
+    warmup = min(config.warmup, config.steps // 5)  # a short --steps still warms up, briefly
+    schedule = CosineSchedule(lr, warmup, config.steps, min_lr=lr / 10)
     rng = np.random.default_rng([seed, 1])
     history = History(label, model.blocks[0].norm_first, lr, [], [], [], [])
     task = bar.add_task(label, total=config.steps, loss=float("nan"), acc="")
@@ -193,7 +158,7 @@ def train(model, train_nums, test_nums, config, seed, lr, label, bar) -> History
     return history
 
 
-def progress() -> Progress:
+def progress(console) -> Progress:
     return Progress(
         TextColumn("{task.description:<24}"),
         BarColumn(),
@@ -280,10 +245,10 @@ def variant_summary(h: History, test_acc: float) -> dict:
     }
 
 
-def run(opts: Options) -> dict:
+def run(milestone: Milestone, opts: RunOptions) -> dict:
     """The whole milestone; returns the summary it writes to <out>/summary.json."""
-    config, seed = settle(opts)
-    out = opts.out
+    name, config, seed = settle(milestone, opts)
+    out, console = opts.out, opts.console
     prepare_out(out)
     load_before = os.getloadavg()[0]
     began, cpu = time.perf_counter(), time.process_time()
@@ -294,16 +259,17 @@ def run(opts: Options) -> dict:
         f"{int(test_nums[-1])}"
     )
     models, histories = [], []
-    with progress() as bar:
+    with progress(console) as bar:
         for label, norm_first in (("pre-norm", True), ("post-norm", False)):
-            models.append(build(config, seed, norm_first))
+            models.append(build(name, seed, norm_first))
             histories.append(
                 train(models[-1], train_nums, test_nums, config, seed, config.lr, label, bar)
             )
     model = models[0]
     console.print(
-        f"model: {count_parameters(model):,} parameters, {config.num_layers} encoder "
-        f"and {config.num_layers} decoder layers, embed_dim {config.embed_dim}"
+        f"model: {count_parameters(model):,} parameters; preset {name}: "
+        f"{PRESETS[name].num_layers} encoder and {PRESETS[name].num_layers} decoder layers, "
+        f"embed_dim {PRESETS[name].embed_dim}, {PRESETS[name].num_heads} heads"
     )
     wrote, decoding = decoding_check(model, test_nums)
     accuracies = [float(np.mean([w == str(n) for w, n in zip(wrote, test_nums)]))]
@@ -329,7 +295,8 @@ def run(opts: Options) -> dict:
     summary = {
         "milestone": "translate",
         "task": f"English number words -> digits, 0..{numbers.LARGEST}",
-        "config": asdict(config),
+        "preset": name,
+        "training": asdict(config),
         "seed": seed,
         "corpus": {
             "train": len(train_nums),
@@ -364,12 +331,11 @@ def run(opts: Options) -> dict:
         "files": files,
     }
     write_json(out / "summary.json", summary)
-    show(summary)
-    console.print(f"wrote {', '.join(files)} to {out}")
+    show(summary, console)
     return summary
 
 
-def show(summary: dict) -> None:
+def show(summary: dict, console) -> None:
     table = Table(
         title="pre-norm against post-norm: same seed, batches and steps", title_justify="left"
     )

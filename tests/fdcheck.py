@@ -1,29 +1,18 @@
 """Finite-difference referees for gradients, shared by every module's tests.
 
-`check_function` tests one Function's local backward rule without the autograd engine (so the
-tests of modules 01-04 need nothing later). `check_graph` runs a whole computation through the
-engine (modules 05 and later). Both work in float64.
+`check_function` tests one Function's local backward rule without the autograd engine.
+`check_graph` runs a whole computation through the engine (modules 05 and later). Both work in
+float64. The central differences are module 05's `numerical_gradient`, the one implementation in
+the tree: it needs nothing but numpy (autograd.py imports only module 01), and module 05's own
+tests check it against a known derivative.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tinytorch.core.autograd import numerical_gradient
 from tinytorch.core.tensor import precision, sum_to_shape
-
-
-def _numeric(f, x, h):
-    grad = np.zeros_like(x)
-    flat, out = x.reshape(-1), grad.reshape(-1)
-    for i in range(flat.size):
-        keep = flat[i]
-        flat[i] = keep + h
-        up = f()
-        flat[i] = keep - h
-        down = f()
-        flat[i] = keep
-        out[i] = (up - down) / (2 * h)
-    return grad
 
 
 def check_function(fn_cls, *arrays, kwargs=None, wrt=None, h=1e-6, rtol=1e-5, atol=1e-7, seed=0):
@@ -49,7 +38,7 @@ def check_function(fn_cls, *arrays, kwargs=None, wrt=None, h=1e-6, rtol=1e-5, at
 
     for i in wrt:
         got = sum_to_shape(np.asarray(analytic[i], dtype=np.float64), arrays[i].shape)
-        want = _numeric(loss, arrays[i], h)
+        want = numerical_gradient(loss, arrays[i], h)
         np.testing.assert_allclose(
             got, want, rtol=rtol, atol=atol, err_msg=f"{fn_cls.__name__}: gradient of input {i}"
         )
@@ -73,5 +62,5 @@ def check_graph(build, *arrays, h=1e-6, rtol=1e-5, atol=1e-7, seed=0):
             assert t.grad is not None, f"input {i} received no gradient"
             assert t.grad.dtype == np.float64
             np.testing.assert_allclose(
-                t.grad, _numeric(loss, a, h), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}"
+                t.grad, numerical_gradient(loss, a, h), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}"
             )

@@ -75,6 +75,19 @@ MODULES: tuple[CourseModule, ...] = (
 )
 
 
+def missing(numbers: tuple[int, ...], root: Path) -> list[CourseModule]:
+    """The modules among `numbers` with a package file absent under the project `root`.
+
+    The one prerequisite check: `module complete` asks it for a module's requirements, `milestone
+    run` for a milestone's (milestones list their module numbers and import nothing from tito).
+    """
+    return [
+        m
+        for m in MODULES
+        if m.number in numbers and not all((root / f).is_file() for f in m.package_files())
+    ]
+
+
 def find(key: str | int) -> CourseModule:
     """Look a module up by number ("13", "1", 13) or slug ("transformers")."""
     text = str(key).strip().lower()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import nbformat
 
-from tito import exporter, notebooks, paths, progress
-from tito.catalog import MODULES, CourseModule
+from tito import catalog, exporter, notebooks, paths, progress
+from tito.catalog import CourseModule
 from tito.errors import TitoError
 from tito.runner import TestRun, run_tests
 
@@ -52,13 +52,7 @@ def check_reference(module: CourseModule) -> list[str]:
 
 
 def missing_prerequisites(module: CourseModule) -> list[CourseModule]:
-    package = paths.root()
-    by_number = {m.number: m for m in MODULES}
-    return [
-        by_number[n]
-        for n in module.requires
-        if not all((package / f).exists() for f in by_number[n].package_files())
-    ]
+    return catalog.missing(module.requires, paths.root())
 
 
 def complete(module: CourseModule) -> tuple[TestRun, bool]:

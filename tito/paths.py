@@ -1,12 +1,9 @@
-"""Where things live: the project root, the student workspace and tito's state folder; how tito
-writes there (atomically); and how it imports the folders beside it (milestones, benchmarks)."""
+"""Where things live: the project root, the student workspace and tito's state folder; and how tito
+writes there (atomically)."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -48,13 +45,3 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def import_beside(name: str):
-    """Import `name` from a folder beside tito (milestones, benchmarks), installed or not."""
-    top = name.split(".")[0]
-    spec = importlib.util.find_spec(top)
-    if spec is None or spec.origin is None:  # absent, or a namespace such as tests/milestones
-        sys.path.insert(0, str(PACKAGE_ROOT))
-        sys.modules.pop(top, None)
-    return importlib.import_module(name)

@@ -381,21 +381,28 @@ class KVCache:
 
 # %% nbgrader={"grade": false, "grade_id": "mha", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
+def check_heads(embed_dim: int, num_heads: int) -> None:
+    """One clear ValueError unless num_heads heads of whole size can share embed_dim features.
+
+    The one check of head counts: MultiHeadAttention makes it, and the transformer models of
+    module 13 make it first, before they build anything.
+    """
+    for label, n in (("embed_dim", embed_dim), ("num_heads", num_heads)):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"{label} must be a positive integer, got {n!r}")
+    if embed_dim % num_heads:
+        fits = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
+        raise ValueError(
+            f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}, so the heads "
+            f"cannot split it evenly; choose num_heads from {fits[:12]}"
+        )
+
+
 class MultiHeadAttention(Module):
     """num_heads attentions of size embed_dim // num_heads, computed together."""
 
     def __init__(self, embed_dim: int, num_heads: int, bias: bool = True):
-        for label, n in (("embed_dim", embed_dim), ("num_heads", num_heads)):
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-                raise ValueError(
-                    f"MultiHeadAttention: {label} must be a positive integer, got {n!r}"
-                )
-        if embed_dim % num_heads:
-            fits = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
-            raise ValueError(
-                f"MultiHeadAttention: embed_dim={embed_dim} is not divisible by "
-                f"num_heads={num_heads}; choose num_heads from {fits[:12]}"
-            )
+        check_heads(embed_dim, num_heads)
         self.embed_dim, self.num_heads = int(embed_dim), int(num_heads)
         self.head_dim = self.embed_dim // self.num_heads
         self.q_proj = Linear(embed_dim, embed_dim, bias=bias)

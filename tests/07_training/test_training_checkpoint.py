@@ -1,5 +1,8 @@
 """Checkpoints: exact resume, no pickle, clear errors for files that do not fit."""
 
+import os
+import stat
+
 import numpy as np
 import pytest
 
@@ -86,6 +89,16 @@ def test_write_is_atomic_and_leaves_no_temporary_files(tmp_path):
         save_checkpoint(path, model, step=3, extra={"bad": {1, 2}})
     assert load_checkpoint(path, model)["step"] == 2  # the failed save left the old file
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_checkpoint_permissions_follow_the_umask(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        save_checkpoint(tmp_path / "ckpt.npz", Linear(2, 2), step=1)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "ckpt.npz").stat().st_mode) == 0o666 & ~umask
 
 
 def test_pickled_object_array_is_refused(tmp_path):

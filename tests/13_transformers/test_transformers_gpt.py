@@ -236,7 +236,7 @@ def test_bad_tokens_raise_clear_errors(tokens, error, message):
 
 
 def test_bad_sizes_raise_clear_errors():
-    with pytest.raises(ValueError, match=r"embed_dim=30 must be divisible by num_heads=4"):
+    with pytest.raises(ValueError, match=r"embed_dim=30 is not divisible by num_heads=4"):
         GPT(vocab_size=10, embed_dim=30, num_layers=1, num_heads=4)
     with pytest.raises(ValueError, match=r"num_layers must be a positive integer, got 0"):
         GPT(vocab_size=10, embed_dim=8, num_layers=0, num_heads=2)

@@ -133,7 +133,7 @@ def test_block_residual_path_carries_input_when_sublayers_are_zero(rng):
 
 
 def test_block_rejects_bad_heads_and_masks(rng):
-    with pytest.raises(ValueError, match=r"embed_dim=10 must be divisible by num_heads=4"):
+    with pytest.raises(ValueError, match=r"embed_dim=10 is not divisible by num_heads=4"):
         TransformerBlock(embed_dim=10, num_heads=4)
     block = TransformerBlock(embed_dim=8, num_heads=2)
     x = Tensor(rng.normal(size=(2, 5, 8)))

@@ -123,17 +123,31 @@ class Trainer:
         return info
 
 
-def _write_npz_atomic(path: Path, arrays: dict) -> None:
-    """Save `arrays` as an .npz at exactly `path`, via a temporary file and one rename."""
+def write_atomic(path, write) -> Path:
+    """Create the file `path` by calling `write(binary_file)` on a temporary file, then renaming.
+
+    A crash leaves the old file or the new one, never half of one. The file gets the permissions
+    a plain `open(path, "wb")` would give (0o666 less the umask), not mkstemp's owner-only 0o600.
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
+            write(handle)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return path
+
+
+def _write_npz_atomic(path: Path, arrays: dict) -> None:
+    """Save `arrays` as an .npz at exactly `path`, via a temporary file and one rename."""
+    write_atomic(path, lambda handle: np.savez(handle, **arrays))
 
 
 def _read_npz(path: Path) -> dict:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from tito import paths
 from tito.console import console
 from tito.errors import TitoError, require_torch
 
@@ -34,7 +34,7 @@ def run(
         raise TitoError(f"unknown --config {config!r}", hint="choose small, medium or all")
     require_torch("the benchmark compares tinytorch with")
     try:
-        benchmark = paths.import_beside("benchmarks.run").benchmark
+        benchmark = importlib.import_module("benchmarks.run").benchmark
     except ModuleNotFoundError as err:
         if not (err.name or "").startswith("benchmarks"):
             raise

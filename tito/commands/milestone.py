@@ -1,4 +1,4 @@
-"""tito milestone: list the milestones and run one (the logic lives in milestones/)."""
+"""tito milestone: list the milestones and run one (the milestones themselves are milestones/)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
-from threadpoolctl import threadpool_limits
 
-from tito import paths
-from tito.console import console
+import milestones
+from tito import catalog, paths
+from tito.console import console, ok
 from tito.errors import TitoError
 
 app = typer.Typer(
@@ -22,14 +22,13 @@ app = typer.Typer(
 @app.command("list")
 def list_milestones() -> None:
     """Every milestone, the modules it needs, and whether your package has them."""
-    ms = paths.import_beside("milestones")
     table = Table(title="milestones")
     table.add_column("milestone", style="name")
     table.add_column("what it does")
     table.add_column("needs modules")
     table.add_column("ready")
-    for m in ms.MILESTONES:
-        missing = m.missing(paths.root())
+    for m in milestones.MILESTONES:
+        missing = catalog.missing(m.requires, paths.root())
         ready = (
             "[green]yes[/]"
             if not missing
@@ -53,52 +52,43 @@ def run(
         int | None, typer.Option(help="Training steps (default: the config's).")
     ] = None,
     seed: Annotated[
-        int | None, typer.Option(help="Seed for the split, the model and batches.")
+        int | None, typer.Option(help="Seed for the split, the model and batches (>= 0).")
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Output folder (default runs/NAME).")] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue from the checkpoint in --out.")
     ] = False,
     config: Annotated[
-        str | None, typer.Option(help="Model config: tiny, quick or default.")
+        str | None, typer.Option(help="Model size, a preset name: nano, tiny or small.")
     ] = None,
 ) -> None:
     """Run a milestone: `tito milestone run gpt` trains a GPT and makes it write."""
-    ms = paths.import_beside("milestones")
-    milestone = ms.find(name)
-    if milestone is None:
-        known = ", ".join(m.name for m in ms.MILESTONES)
-        raise TitoError(f"unknown milestone '{name}'", hint=f"choose one of: {known}")
-    missing = milestone.missing(paths.root())
-    if missing:
-        first = missing[0].number
-        raise TitoError(
-            f"milestone {name} needs modules your package does not have yet: "
-            + ", ".join(x.name for x in missing),
-            hint=f"complete them first, e.g. `tito module complete {first}`",
-        )
-    out = out if out is not None else paths.root() / "runs" / milestone.name
-    if milestone.name == "translate" and (data is not None or resume):
-        why = "makes its own corpus" if data is not None else "keeps no checkpoint"
-        raise TitoError(
-            f"{'--data' if data is not None else '--resume'} does not apply to translate: it {why}",
-            hint="run `tito milestone run translate` without it",
-        )
-    modules = {"attention": "milestones.attention", "translate": "milestones.translate"}
-    program = paths.import_beside(modules.get(milestone.name, "milestones.gpt"))
-    # One BLAS thread (set after the import above has loaded numpy's BLAS) unless the user chose a
-    # number: at these matrix sizes a second thread saves about 20% on an idle 2-core machine,
-    # and its spin-waiting doubles the step time as soon as another process wants a core.
+    try:
+        milestone = milestones.find(name)
+        missing = catalog.missing(milestone.requires, paths.root())
+        if missing:
+            raise TitoError(
+                f"milestone {milestone.name} needs modules your package does not have yet: "
+                + ", ".join(x.name for x in missing),
+                hint=f"complete them first, e.g. `tito module complete {missing[0].number}`",
+            )
+        out = out if out is not None else paths.root() / "runs" / milestone.name
+        options = milestones.RunOptions(out, quick, data, steps, seed, resume, config, console)
+        with _one_blas_thread():
+            summary = milestone.run(options)
+    except milestones.MilestoneError as err:
+        raise TitoError(err.message, hint=err.hint, exit_code=err.exit_code) from None
+    ok(f"wrote {', '.join(summary['files'])} to {out}")
+
+
+def _one_blas_thread():
+    """One BLAS thread unless the user chose a number (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
+
+    At these matrix sizes a second thread saves about 20% on an idle 2-core machine, and its
+    spin-waiting doubles the step time as soon as another process wants a core.
+    """
+    import numpy  # noqa: F401 - load numpy's BLAS first, so that the limit reaches it
+    from threadpoolctl import threadpool_limits
+
     chosen = any(os.environ.get(v) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"))
-    with threadpool_limits(limits=None if chosen else 1, user_api="blas"):
-        if milestone.name == "gpt":
-            program.run(program.Options(out, quick, data, steps, seed, resume, config))
-        elif milestone.name == "scaling":
-            program.run_scaling(out, quick, config)
-        elif milestone.name == "translate":
-            try:
-                program.run(program.Options(out, quick, steps, seed, config))
-            except program.MilestoneError as err:
-                raise TitoError(err.message, hint=err.hint) from None
-        else:
-            program.run(out, seed or 0, steps)
+    return threadpool_limits(limits=None if chosen else 1, user_api="blas")

@@ -58,7 +58,7 @@ def test_course_formula_is_close_at_gpt3_scale_and_far_off_for_tiny_models():
 
 
 def test_attention_bytes_measured_equal_predicted():
-    rows = scaling.attention_memory(num_heads=2, contexts=(8, 16, 32), batch=3, embed_dim=16)
+    rows = scaling.attention_memory(num_heads=2, seq_lens=(8, 16, 32), batch=3, embed_dim=16)
     assert [r["predicted_bytes"] for r in rows] == [3 * 2 * t * t * 4 for t in (8, 16, 32)]
     assert all(r["measured_bytes"] == r["predicted_bytes"] for r in rows)
 
@@ -74,7 +74,7 @@ def test_kv_cache_bytes_measured_equal_predicted():
 def test_run_scaling_writes_report_and_plot(tmp_path):
     out = tmp_path / "scaling"
     result = CliRunner().invoke(
-        app, ["milestone", "run", "scaling", "--config", "tiny", "--quick", "--out", str(out)]
+        app, ["milestone", "run", "scaling", "--config", "nano", "--quick", "--out", str(out)]
     )
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())

@@ -15,7 +15,7 @@ def said(result):
 
 
 def gpt(*args):
-    return runner.invoke(app, ["milestone", "run", "gpt", "--config", "tiny", *map(str, args)])
+    return runner.invoke(app, ["milestone", "run", "gpt", "--config", "nano", *map(str, args)])
 
 
 @pytest.fixture
@@ -47,9 +47,30 @@ def test_bad_data_files(tmp_path, content, message):
     assert "Traceback" not in said(result)
 
 
-def test_zero_steps(tmp_path, text_file):
-    result = gpt("--data", text_file, "--out", tmp_path / "out", "--steps", 0)
-    assert result.exit_code == 1 and "--steps must be at least 1" in said(result)
+def test_data_folder_is_named_a_folder(tmp_path):
+    result = gpt("--data", tmp_path, "--out", tmp_path / "out", "--steps", 5)
+    assert result.exit_code == 1 and "is a folder, not a text file" in said(result)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [(["--steps", 0], "--steps must be at least 1"), (["--seed", -1], "--seed must be")],
+)
+@pytest.mark.parametrize("name", ["gpt", "attention"])
+def test_bad_numbers_name_their_option(tmp_path, text_file, name, option, message):
+    args = ["milestone", "run", name, "--data", str(text_file), "--out", str(tmp_path / "o")]
+    result = runner.invoke(app, [*args, *map(str, option)])
+    assert result.exit_code == 1 and message in said(result)
+    assert "Traceback" not in said(result) and not (tmp_path / "o").exists()
+
+
+def test_output_path_too_long_for_the_checkpoint_fails_before_training(tmp_path, text_file):
+    out = tmp_path
+    while len(str(out)) < 4096 - 30:  # the folder fits, its checkpoint's temporary name does not
+        out = out / ("d" * min(200, 4096 - 30 - len(str(out)) - 1))
+    result = gpt("--data", text_file, "--out", out, "--steps", 5)
+    assert result.exit_code == 1 and "cannot write to the output folder" in said(result)
+    assert "training" not in said(result)
 
 
 def test_output_folder_that_cannot_be_written(tmp_path, text_file):
@@ -101,7 +122,7 @@ def test_resume_with_another_config(tmp_path, text_file):
     assert gpt("--data", text_file, "--out", out, "--steps", 10).exit_code == 0
     result = runner.invoke(
         app,
-        ["milestone", "run", "gpt", "--config", "quick", "--data", str(text_file),
+        ["milestone", "run", "gpt", "--config", "tiny", "--data", str(text_file),
          "--out", str(out), "--resume"],
     )  # fmt: skip
     assert result.exit_code == 1 and "different config" in said(result)

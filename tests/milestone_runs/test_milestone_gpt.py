@@ -1,8 +1,11 @@
-"""End to end: `tito milestone run gpt` with a tiny config on a small text file."""
+"""End to end: `tito milestone run gpt` with the nano preset on a small text file."""
 
 import json
 import os
+import re
+import shutil
 import signal
+import stat
 
 import numpy as np
 import pytest
@@ -20,6 +23,7 @@ PROSE = (
 ) * 12
 PNG = b"\x89PNG\r\n\x1a\n"
 runner = CliRunner()
+UMASK = 0o022
 
 
 def said(result):
@@ -28,7 +32,7 @@ def said(result):
 
 
 def gpt(*args):
-    return runner.invoke(app, ["milestone", "run", "gpt", "--config", "tiny", *map(str, args)])
+    return runner.invoke(app, ["milestone", "run", "gpt", "--config", "nano", *map(str, args)])
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +45,11 @@ def text_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, text_file):
     out = tmp_path_factory.mktemp("run") / "gpt"
-    result = gpt("--steps", 30, "--data", text_file, "--out", out)
+    old = os.umask(UMASK)
+    try:
+        result = gpt("--steps", 30, "--data", text_file, "--out", out)
+    finally:
+        os.umask(old)
     assert result.exit_code == 0, result.output
     return out, json.loads((out / "summary.json").read_text()), result.output
 
@@ -70,7 +78,7 @@ def test_parameter_counts_agree_with_the_model(finished):
         cfg["embed_dim"],
         cfg["num_layers"],
         cfg["num_heads"],
-        cfg["context"],
+        cfg["max_seq_len"],
     )
     params = summary["parameters"]
     assert params["total"] == count_parameters(model) == sum(params["by_component"].values())
@@ -144,3 +152,25 @@ def test_a_fresh_run_keeps_the_earlier_checkpoint(tmp_path, text_file):
     before = (out / training.CHECKPOINT).read_bytes()
     assert gpt("--steps", 10, "--data", text_file, "--out", out, "--seed", 3).exit_code == 0
     assert (out / "checkpoint.previous.npz").read_bytes() == before
+
+
+def test_resume_of_a_finished_run_samples_again_without_training(finished, tmp_path):
+    out = tmp_path / "done"
+    shutil.copytree(finished[0], out)
+    result = runner.invoke(app, ["milestone", "run", "gpt", "--out", str(out), "--resume"])
+    assert result.exit_code == 0, result.output
+    assert "had finished its training" in said(result) and "loss nan" not in said(result)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["training"]["val_history"] == finished[1]["training"]["val_history"]
+    assert summary["samples"] == finished[1]["samples"]
+
+
+def test_files_follow_the_umask(finished):
+    for path in finished[0].iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) & 0o044 == 0o044 & ~UMASK, path.name
+
+
+def test_progress_shows_training_throughput(finished):
+    tps = finished[1]["training"]["tokens_per_second"]
+    shown = [float(m.replace(",", "")) for m in re.findall(r"([\d,]+) tok/s trained", finished[2])]
+    assert shown and shown[-1] == pytest.approx(tps, rel=0.02)

@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from milestones import numbers, translate
@@ -72,10 +73,10 @@ def test_batch_pads_sources_and_targets_and_the_mask_hides_only_padding():
 @pytest.fixture(scope="module")
 def trained():
     """The default recipe, smaller: enough steps to learn the task well past chance."""
-    config = replace(translate.CONFIGS["quick"], num_layers=1, steps=150, eval_every=150)
+    config = replace(translate.TRAINING["nano"], steps=250, eval_every=250)
     train_nums, test_nums = numbers.split(0, 200)
-    model = translate.build(config, 0, norm_first=True)
-    with translate.progress() as bar:
+    model = translate.build("nano", 0, norm_first=True)
+    with translate.progress(Console(quiet=True)) as bar:
         translate.train(model, train_nums, test_nums, config, 0, config.lr, "test", bar)
     return model, test_nums
 
@@ -100,16 +101,17 @@ def test_attention_maps_read_no_padding_and_cached_decoding_agrees(trained):
 def test_tiny_run_writes_summary_and_plots(tmp_path):
     out = tmp_path / "translate"
     result = runner.invoke(
-        app, ["milestone", "run", "translate", "--config", "tiny", "--out", str(out)]
+        app, ["milestone", "run", "translate", "--quick", "--steps", "12", "--out", str(out)]
     )
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["corpus"]["held_out"] == translate.CONFIGS["tiny"].test_size
+    assert summary["preset"] == "nano" and summary["training"]["steps"] == 12
+    assert summary["corpus"]["held_out"] == translate.TRAINING["nano"].test_size
     assert 0.0 <= summary["held_out_exact_match"] <= 1.0
     assert summary["decoding"]["cached_equals_uncached"] is True
     variants = summary["norm_comparison"]
     assert [v["norm_first"] for v in variants] == [True, False]
-    assert all(len(v["accuracy_curve"]) == 2 for v in variants)  # steps 6 and 12
+    assert all([step for step, _ in v["accuracy_curve"]] == [12] for v in variants)
     for name in ("alignment.png", "self_attention.png", "norm_comparison.png"):
         assert (out / name).read_bytes()[:4] == b"\x89PNG" and name in summary["files"]
     assert "held-out exact match" in said(result) and "post-norm" in said(result)
@@ -120,7 +122,8 @@ def test_tiny_run_writes_summary_and_plots(tmp_path):
     [
         (["--steps", "0"], "--steps must be at least 1, got 0"),
         (["--config", "huge"], "unknown --config 'huge'"),
-        (["--seed", "-1"], "--seed must be in [0, 2**32)"),
+        (["--seed", "-1"], "--seed must be a whole number >= 0"),
+        (["--seed", str(2**32)], "--seed must be below 2**32"),
         (["--data", "words.txt"], "--data does not apply to translate"),
         (["--resume"], "--resume does not apply to translate"),
     ],

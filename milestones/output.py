@@ -1,0 +1,36 @@
+"""The output folder of a run: checked before any work, written atomically.
+
+Every file goes through tinytorch's `write_atomic` (module 07, the writer of checkpoints), so a
+crash never leaves half a file and every file follows the umask.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from milestones.errors import MilestoneError
+from tinytorch.core.training import write_atomic
+
+# The longest file name a run writes: the temporary twin of checkpoint.previous.npz that
+# write_atomic creates (".checkpoint.previous.npz.XXXXXXXX.tmp", 37 characters), with room to spare.
+LONGEST_NAME = 48
+
+
+def prepare_out(out: Path) -> None:
+    """Create the output folder and prove it takes the longest file name, before any work."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / (".write-test-".ljust(LONGEST_NAME, "x"))
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise MilestoneError(
+            f"cannot write to the output folder {out}: {err.strerror or err}",
+            hint="pass --out DIR with a shorter path to a folder you can write to",
+        ) from None
+
+
+def write_json(path: Path, payload: dict) -> Path:
+    text = json.dumps(payload, indent=2) + "\n"
+    return write_atomic(path, lambda handle: handle.write(text.encode("utf-8")))

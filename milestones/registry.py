@@ -1,0 +1,109 @@
+"""The registry: every milestone with what it needs, its entry point and its model size.
+
+Importing this file imports no tinytorch code, so a caller can list the milestones and check
+their requirements before the package is complete; `Milestone.run` and `Milestone.config` import
+the milestone's code when they are used.
+
+To add a milestone: write `milestones/NAME.py` with `run(milestone, options) -> dict` (the
+summary it wrote), then add one `Milestone` below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from milestones.errors import MilestoneError
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a caller may choose for a run; None means the milestone's default."""
+
+    out: Path
+    quick: bool = False
+    data: Path | None = None
+    steps: int | None = None
+    seed: int | None = None
+    resume: bool = False
+    config: str | None = None  # a name in tinytorch's PRESETS
+    console: Console = field(default_factory=Console)
+
+    def check(self) -> None:
+        """Reject values no milestone can use, naming the option."""
+        if self.seed is not None and self.seed < 0:
+            raise MilestoneError(
+                f"--seed must be a whole number >= 0, got {self.seed}", hint="e.g. --seed 0"
+            )
+        if self.steps is not None and self.steps < 1:
+            raise MilestoneError(
+                f"--steps must be at least 1, got {self.steps}", hint="e.g. --steps 200"
+            )
+
+
+@dataclass(frozen=True)
+class Milestone:
+    name: str
+    description: str
+    requires: tuple[int, ...]  # course module numbers whose package files the run imports
+    entry: str  # "package.module:function", called as function(milestone, options)
+    preset: str  # its default model size, a name in tinytorch's PRESETS
+
+    @property
+    def config(self):
+        """The default model config, `PRESETS[self.preset]` (a GPTConfig)."""
+        from tinytorch.models.transformer import PRESETS
+
+        return PRESETS[self.preset]
+
+    def run(self, options: RunOptions) -> dict:
+        """Check the options, run the milestone, return the summary it wrote."""
+        options.check()
+        module, function = self.entry.split(":")
+        return getattr(importlib.import_module(module), function)(self, options)
+
+
+_GPT_MODULES = (1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13)
+
+MILESTONES: tuple[Milestone, ...] = (
+    Milestone(
+        "attention",
+        "Reverse a sequence of digits: a task only attention can solve (under a minute).",
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        entry="milestones.attention:run",
+        preset="tiny",
+    ),
+    Milestone(
+        "gpt",
+        "Train a character-level GPT, make it write, and report parameter and memory scaling.",
+        _GPT_MODULES,
+        entry="milestones.gpt:run",
+        preset="small",
+    ),
+    Milestone(
+        "translate",
+        "Number words to digits with an encoder-decoder: alignment plots, pre- vs post-norm.",
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        entry="milestones.translate:run",
+        preset="tiny",
+    ),
+    Milestone(
+        "scaling",
+        "Parameter, memory and generation-speed reports from tiny to GPT-3 scale, no training.",
+        _GPT_MODULES,
+        entry="milestones.gpt:run_scaling",
+        preset="small",
+    ),
+)
+
+
+def find(name: str) -> Milestone:
+    """The milestone called `name` (case and spaces ignored), else a MilestoneError naming all."""
+    for milestone in MILESTONES:
+        if milestone.name == name.strip().lower():
+            return milestone
+    known = ", ".join(m.name for m in MILESTONES)
+    raise MilestoneError(f"unknown milestone '{name}'", hint=f"choose one of: {known}")

@@ -1,0 +1,42 @@
+"""The registry: every entry resolves, every size is a preset, and milestones never import tito."""
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import milestones
+from tinytorch.models.transformer import PRESETS
+
+SOURCES = sorted((Path(milestones.__file__).parent).glob("*.py"))
+
+
+@pytest.mark.parametrize("milestone", milestones.MILESTONES, ids=lambda m: m.name)
+def test_entry_point_and_preset_resolve(milestone):
+    module, function = milestone.entry.split(":")
+    assert callable(getattr(importlib.import_module(module), function))
+    assert milestone.config is PRESETS[milestone.preset]
+    assert milestones.find(f" {milestone.name.upper()} ") is milestone
+
+
+def test_unknown_name_is_a_milestone_error_naming_the_choices():
+    with pytest.raises(milestones.MilestoneError, match="unknown milestone 'bert'") as err:
+        milestones.find("bert")
+    assert "gpt" in err.value.hint
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
+def test_no_milestone_file_imports_tito(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert not [name for name in imported if name.split(".")[0] == "tito"]
+
+
+def test_the_registry_imports_no_tinytorch():
+    # tito lists milestones and checks their modules before the package is complete
+    code = "import milestones, sys; assert not [m for m in sys.modules if 'tinytorch' in m]"
+    subprocess.run([sys.executable, "-c", code], check=True)
