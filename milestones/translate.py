@@ -125,9 +125,9 @@ class History:
     reached: tuple[int, float] | None = None  # (step, training seconds) of the first >= target
 
 
-def train(model, train_nums, test_nums, config, seed, lr, label, bar) -> History:
+def train(model, train_nums, test_nums, config: Training, seed: int, label: str, bar) -> History:
     """AdamW with warm-up and cosine decay; batches drawn by `seed` alone, the same per variant."""
-    params = model.parameters()
+    params, lr = model.parameters(), config.lr
     optimizer = AdamW(params, lr=lr, weight_decay=0.0)
     warmup = min(config.warmup, config.steps // 5)  # a short --steps still warms up, briefly
     schedule = CosineSchedule(lr, warmup, config.steps, min_lr=lr / 10)
@@ -223,6 +223,7 @@ def decoding_check(model, nums) -> tuple[list[str], dict]:
 
 def first_step_below(loss: list[float], level: float, window: int = 10) -> int | None:
     """The first step whose running-mean training loss is below `level`."""
+    window = min(window, len(loss))
     smooth = np.convolve(loss, np.ones(window) / window, mode="valid")  # smooth[i]: steps i..i+w-1
     below = np.flatnonzero(smooth < level)
     return int(below[0]) + window if below.size else None
@@ -262,9 +263,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     with progress(console) as bar:
         for label, norm_first in (("pre-norm", True), ("post-norm", False)):
             models.append(build(name, seed, norm_first))
-            histories.append(
-                train(models[-1], train_nums, test_nums, config, seed, config.lr, label, bar)
-            )
+            histories.append(train(models[-1], train_nums, test_nums, config, seed, label, bar))
     model = models[0]
     console.print(
         f"model: {count_parameters(model):,} parameters; preset {name}: "

@@ -70,6 +70,13 @@ def test_batch_pads_sources_and_targets_and_the_mask_hides_only_padding():
     assert np.array_equal(np.isinf(mask[:, 0, 0]), batch.source == numbers.PAD)
 
 
+def test_first_step_below_counts_steps_of_the_running_mean():
+    loss = [2.0] * 20 + [0.01] * 20
+    assert translate.first_step_below(loss, 0.1) == 30  # steps 21..30 are the first low window
+    assert translate.first_step_below([0.05], 0.1) == 1  # shorter than the window
+    assert translate.first_step_below(loss[:20], 0.1) is None
+
+
 @pytest.fixture(scope="module")
 def trained():
     """The default recipe, smaller: enough steps to learn the task well past chance."""
@@ -77,7 +84,7 @@ def trained():
     train_nums, test_nums = numbers.split(0, 200)
     model = translate.build("nano", 0, norm_first=True)
     with translate.progress(Console(quiet=True)) as bar:
-        translate.train(model, train_nums, test_nums, config, 0, config.lr, "test", bar)
+        translate.train(model, train_nums, test_nums, config, 0, "test", bar)
     return model, test_nums
 
 
