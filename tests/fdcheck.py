@@ -61,6 +61,7 @@ def check_graph(build, *arrays, h=1e-6, rtol=1e-5, atol=1e-7, seed=0):
         for i, (t, a) in enumerate(zip(tensors, arrays)):
             assert t.grad is not None, f"input {i} received no gradient"
             assert t.grad.dtype == np.float64
+            want = numerical_gradient(loss, a, h)
             np.testing.assert_allclose(
-                t.grad, numerical_gradient(loss, a, h), rtol=rtol, atol=atol, err_msg=f"gradient of input {i}"
+                t.grad, want, rtol=rtol, atol=atol, err_msg=f"gradient of input {i}"
             )

@@ -95,7 +95,7 @@ def _mask_array(mask, scores_shape: tuple, dtype, hint: str = "") -> np.ndarray 
 # %% [markdown]
 # ## Masks
 #
-# `causal_mask(seq_len)` is the seed's `np.triu(np.ones((T, T)) * -np.inf, k=1)`: query i may
+# `causal_mask(seq_len)` is the course's matrix `np.triu(np.ones((T, T)) * -np.inf, k=1)`: query i may
 # see keys 0..i. With a KV cache the new queries sit after `past_len` cached positions, so the
 # mask becomes `(seq_len, past_len + seq_len)` and query i sees keys 0..past_len + i.
 #
@@ -366,7 +366,7 @@ class KVCache:
 #
 # `forward(query, mask=None, *, key=None, value=None, cache=None)`:
 #
-# - **self-attention** `attn(x, mask)`: q, k and v all come from `x` (the seed's
+# - **self-attention** `attn(x, mask)`: q, k and v all come from `x` (the course's
 #   `self.attention(normed, mask)`), through one fused `HeadProjection` of the three weights;
 # - **cross-attention** `attn(x, key=memory, value=memory, mask=...)`: queries from `x`, keys and
 #   values from another sequence (its length may differ; `value` defaults to `key`);

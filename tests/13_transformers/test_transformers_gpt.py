@@ -145,7 +145,7 @@ def test_changing_future_tokens_leaves_past_logits_unchanged(rng):
     assert not np.allclose(gpt(changed).data[:, -1], logits[:, -1])  # the past does matter
 
 
-def test_causal_mask_is_the_seed_matrix():
+def test_causal_mask_is_the_upper_triangle_of_minus_infinity():
     gpt = small_gpt()
     mask = gpt._create_causal_mask(4)
     np.testing.assert_array_equal(mask.data, np.triu(np.ones((4, 4)) * -np.inf, k=1))
