@@ -40,9 +40,10 @@
 #| default_exp models.transformer
 
 # %% [markdown]
-# The imports of the model file come first. The notebook defines `LayerNorm`, `MLP` and the model
-# classes below; those definitions replace the package versions imported here, so the notebook
-# always runs your code.
+# The imports of the model files come first: the GPT's, then those of the encoder-decoder models
+# of section 9 (`tinytorch/models/seq2seq.py`). The notebook defines `LayerNorm`, `MLP` and the
+# model classes below; those definitions replace the package versions imported here, so the
+# notebook always runs your code.
 
 # %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export
@@ -62,18 +63,37 @@ from tinytorch.nn.feedforward import MLP
 from tinytorch.nn.normalization import LayerNorm
 from tinytorch.text.embeddings import token_ids_array
 
+# %% nbgrader={"grade": false, "grade_id": "seq2seq-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export models.seq2seq
+"""Encoder-only and encoder-decoder transformers, built from the GPT's parts (section 9)."""
+
+import numpy as np
+
+from tinytorch.core.attention import KVCache, MultiHeadAttention, causal_mask
+from tinytorch.core.autograd import no_grad
+from tinytorch.core.embeddings import Embedding
+from tinytorch.core.layers import Linear, Module
+from tinytorch.core.tensor import ShapeError
+from tinytorch.models.transformer import (
+    TransformerBlock,
+    _check_generate_args,
+    init_gpt2_weights,
+    sample_next,
+    token_ids_2d,
+)
+from tinytorch.nn.feedforward import MLP
+from tinytorch.nn.normalization import LayerNorm
+
 # %% nbgrader={"grade": false, "grade_id": "reexport", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export core.transformer
 """The transformer family under its course path: `from tinytorch.core.transformer import GPT`."""
 
+from tinytorch.models.seq2seq import DecoderBlock, Seq2SeqTransformer, TransformerEncoder  # noqa: F401
 from tinytorch.models.transformer import (  # noqa: F401
     GPT,
     PRESETS,
-    DecoderBlock,
     GPTConfig,
-    Seq2SeqTransformer,
     TransformerBlock,
-    TransformerEncoder,
     count_parameters,
     estimate_memory,
     estimate_parameters,
@@ -693,7 +713,7 @@ def estimate_memory(config: GPTConfig, batch_size: int, seq_len: int) -> dict[st
 
 
 # %% nbgrader={"grade": false, "grade_id": "seq2seq", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export
+#| export models.seq2seq
 class DecoderBlock(Module):
     """Causal self-attention, cross-attention over the encoder output, and an MLP.
 
