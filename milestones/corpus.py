@@ -1,10 +1,16 @@
-"""The training text: a default corpus built from the standard library, or a user's file.
+"""The training text: a default corpus built from Python's own documentation, or a user's file.
 
-The default corpus needs no download. It is the docstrings (the English prose) of a fixed list of
-standard-library source files, read with `ast` from `sysconfig.get_paths()["stdlib"]`, in the order
-listed. Doctest lines (`>>>`, `...`) are dropped, characters outside printable ASCII are removed and
-runs of blank lines are collapsed. The exact text depends a little on the Python version, so the
-summary records its size and a hash.
+The default corpus needs no download: it is made on the user's machine from text every Python
+install has, then cached in the project's `data/` folder (see data/README.md). It is
+
+- the docstrings (the English prose) of a fixed list of standard-library source files, read with
+  `ast` from `sysconfig.get_paths()["stdlib"]`, in the order listed, and
+- the prose of the language reference that `help()` shows (`pydoc_data.topics`), without its
+  indented code examples.
+
+Doctest lines (`>>>`, `...`) are dropped, characters outside printable ASCII are removed and runs
+of blank lines are collapsed. The exact text depends a little on the Python version, so the cache
+file is named after the version and the summary records the text's size and hash.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from milestones.errors import MilestoneError
+from tinytorch.core.training import write_atomic
 
 STDLIB_SOURCES = (
     "argparse", "collections/__init__", "difflib", "functools", "inspect", "json/__init__",
@@ -27,13 +35,14 @@ STDLIB_SOURCES = (
     "ipaddress", "traceback", "calendar", "turtle",
 )  # fmt: skip
 MIN_DEFAULT_CHARS = 50_000
+DEFAULT_SOURCE = "Python's documentation"  # Corpus.source of the default corpus
 VALIDATION_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
 class Corpus:
     text: str
-    source: str  # "stdlib docstrings" or the file path
+    source: str  # DEFAULT_SOURCE or the file path
 
     @property
     def sha256(self) -> str:
@@ -55,22 +64,49 @@ def docstrings(path: Path) -> list[str]:
     return [doc for doc in found if doc]
 
 
-def default_corpus() -> Corpus:
-    """The docstrings of STDLIB_SOURCES, normalised (about 400 kB on CPython 3.11)."""
+def reference_prose() -> list[str]:
+    """The language reference's topics as `help()` shows them, without indented code examples."""
+    try:
+        from pydoc_data.topics import topics
+    except ImportError:  # a Python installed without its documentation
+        return []
+    parts = []
+    for name in sorted(topics):
+        lines = [line for line in topics[name].splitlines() if not line.startswith("    ")]
+        parts.append("\n".join(line.removeprefix("  ") for line in lines))
+    return parts
+
+
+def build_default_text() -> str:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     parts = []
     for name in STDLIB_SOURCES:
         path = stdlib / f"{name}.py"
         if path.is_file():
             parts.extend(docstrings(path))
-    text = normalise("\n\n".join(parts))
+    text = normalise("\n\n".join(parts + reference_prose()))
     if len(text) < MIN_DEFAULT_CHARS:
         raise MilestoneError(
-            f"the standard-library sources under {stdlib} hold only {len(text)} characters of "
-            "docstrings (a stripped Python install?)",
+            f"this Python's standard library holds only {len(text)} characters of documentation "
+            "(a stripped Python install?)",
             hint="train on a text file of your own with --data FILE",
         )
-    return Corpus(text, "stdlib docstrings")
+    return text
+
+
+def default_corpus(cache: Path | None = None) -> Corpus:
+    """The default corpus (about 0.8 MB), read from `cache` when it was built there before."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    path = None if cache is None else cache / f"default-corpus-python{version}.txt"
+    if path is not None and path.is_file():
+        return Corpus(path.read_text(encoding="utf-8"), DEFAULT_SOURCE)
+    text = build_default_text()
+    if path is not None:
+        try:
+            write_atomic(path, lambda handle: handle.write(text.encode("utf-8")))
+        except OSError:
+            pass  # a read-only project: build the text again next time
+    return Corpus(text, DEFAULT_SOURCE)
 
 
 def read_corpus(path: Path) -> Corpus:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from milestones import plots, report, scaling, training
-from milestones.corpus import Corpus, default_corpus, read_corpus, split
+from milestones import plots, report, scaling, tokens, training
+from milestones.corpus import DEFAULT_SOURCE, Corpus, default_corpus, read_corpus, split
 from milestones.errors import MilestoneError
 from milestones.output import prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
@@ -21,10 +21,10 @@ from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import seed_everything
 from tinytorch.data.loader import LanguageModelDataset
 from tinytorch.models.transformer import GPT, PRESETS, GPTConfig, count_parameters
-from tinytorch.text.tokenization import CharTokenizer
 
-PROMPT = "The "
-TEMPERATURES = (0.5, 0.8, 1.2)
+PROMPT = "The"  # no trailing space: a BPE vocabulary writes the space with the next word
+# (temperature, top_k) of each sample: temperature 0 is greedy; top-k drops the unlikely tail
+SAMPLING = ((0.7, 20), (1.0, None), (0.0, None))
 
 
 @dataclass(frozen=True)
@@ -40,12 +40,14 @@ class Training:
     checkpoint_every: int
     sample_tokens: int
     build_limit: int  # build (and count) GPT sizes up to this many parameters; formula beyond
+    tokenizer: str = "char"  # "char" or "bpe"; --tokenizer overrides it
+    bpe_vocab: int = 512  # vocabulary of the BPE tokenizer: 256 bytes plus learned merges
 
 
 TRAINING = {
     "nano": Training(8, 60, 3e-3, 5, 10, 32, 10, 40, 1_000_000),
     "tiny": Training(16, 300, 3e-3, 20, 100, 256, 100, 120, 1_000_000),
-    "small": Training(32, 900, 3e-3, 50, 150, 1024, 150, 240, 130_000_000),
+    "small": Training(32, 900, 3e-3, 50, 150, 1024, 150, 240, 130_000_000, "bpe"),
 }
 
 
@@ -74,9 +76,14 @@ def settle(milestone: Milestone, opts: RunOptions):
     name = config_name(milestone, opts, stored)
     steps = opts.steps if opts.steps is not None else (stored["steps"] if stored else None)
     setup = TRAINING[name] if steps is None else replace(TRAINING[name], steps=steps)
+    kind = opts.tokenizer or (stored["config"]["tokenizer"] if stored else None)
+    setup = setup if kind is None else replace(setup, tokenizer=kind)
+    if setup.tokenizer not in tokens.KINDS:
+        hint = f"choose one of: {', '.join(tokens.KINDS)}"
+        raise MilestoneError(f"unknown --tokenizer '{setup.tokenizer}'", hint=hint)
     seed = opts.seed if opts.seed is not None else (stored["seed"] if stored else 0)
     data = opts.data
-    if data is None and stored and stored["corpus_source"] != "stdlib docstrings":
+    if data is None and stored and stored["corpus_source"] != DEFAULT_SOURCE:
         data = Path(stored["corpus_source"])
     return name, setup, seed, data, stored
 
@@ -91,20 +98,22 @@ def check_resume(stored: dict, meta: dict) -> None:
             )
 
 
-def char_tokens(tokenizer, text: str) -> np.ndarray:
-    return np.asarray(tokenizer.encode_array(text), dtype=np.int64)
-
-
-def samples(model, tokenizer, prompt: str, new_tokens: int, seed: int) -> list[dict]:
-    """Text from the same prompt at each temperature and greedily (temperature 0)."""
-    ids = char_tokens(tokenizer, prompt)[None, :]
+def samples(model, vocab: tokens.Tokens, prompt: str, new_tokens: int, seed: int) -> list[dict]:
+    """Text from the same prompt with each SAMPLING setting (temperature 0 is greedy)."""
+    ids = vocab.encode(prompt)[None, :]
     out = []
-    for temperature in (*TEMPERATURES, 0.0):
-        tokens = model.generate(
-            ids, max_new_tokens=new_tokens, temperature=temperature, seed=seed, use_cache=True
+    for temperature, top_k in SAMPLING:
+        ids_out = model.generate(
+            ids, new_tokens, temperature=temperature, top_k=top_k, seed=seed, use_cache=True
         )
-        text = tokenizer.decode(np.asarray(getattr(tokens, "data", tokens))[0].tolist())
-        out.append({"temperature": temperature, "greedy": temperature == 0.0, "text": text})
+        out.append(
+            {
+                "temperature": temperature,
+                "top_k": top_k,
+                "greedy": temperature == 0.0,
+                "text": vocab.decode(ids_out[0]),
+            }
+        )
     return out
 
 
@@ -167,26 +176,30 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     console = opts.console
     name, setup, seed, data, stored = settle(milestone, opts)
     prepare_out(opts.out)
-    corpus: Corpus = read_corpus(data) if data is not None else default_corpus()
-    tokenizer = CharTokenizer.from_text(corpus.text)
-    tokens = char_tokens(tokenizer, corpus.text)
-    vocab = "".join(tokenizer.vocab)
-    config = replace(PRESETS[name], vocab_size=len(vocab))
-    train_tokens, val_tokens = split(tokens, config.max_seq_len, seed)
-    train_data = LanguageModelDataset(train_tokens, config.max_seq_len)
-    val_data = LanguageModelDataset(val_tokens, config.max_seq_len)
+    corpus: Corpus = read_corpus(data) if data is not None else default_corpus(opts.data_dir)
+    began = time.perf_counter()
+    vocab = tokens.build(setup.tokenizer, corpus, setup.bpe_vocab, opts.data_dir)
+    ids = vocab.encode(corpus.text)
+    tokenizer_seconds = time.perf_counter() - began
+    config = replace(PRESETS[name], vocab_size=vocab.vocab_size)
+    train_ids, val_ids = split(ids, config.max_seq_len, seed)
+    train_data = LanguageModelDataset(train_ids, config.max_seq_len)
+    val_data = LanguageModelDataset(val_ids, config.max_seq_len)
+    val_chars = len(vocab.decode(val_ids))
+    bits_per_nat = tokens.bits_per_char(1.0, len(val_ids), val_chars)
     meta = {
         "config": config_summary(name, config, setup),
         "seed": seed,
         "steps": setup.steps,
         "corpus_source": corpus.source,
         "corpus_sha256": corpus.sha256,
-        "vocab": vocab,
+        "vocab": vocab.fingerprint,
     }
     if stored is not None:
         check_resume(stored, meta)
     console.print(
-        f"corpus: {corpus.source}, {len(corpus.text):,} characters, vocabulary {len(vocab)}; "
+        f"corpus: {corpus.source}, {len(corpus.text):,} characters; tokenizer {vocab.kind}: "
+        f"{vocab.vocab_size} tokens, {len(corpus.text) / len(ids):.2f} characters per token; "
         f"config {name}: embed {config.embed_dim}, {config.num_layers} layers, "
         f"{config.num_heads} heads, max_seq_len {config.max_seq_len}, batch {setup.batch_size}, "
         f"{setup.steps} steps, seed {seed}"
@@ -211,22 +224,21 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         eval_windows=setup.eval_windows,
         checkpoint_every=setup.checkpoint_every,
         seed=seed,
+        bits_per_nat=bits_per_nat,
     )
     history, seconds, optimizer = training.train(
         model, train_data, val_data, settings, opts.out, meta, opts.resume, console
     )
-    prompt = PROMPT if all(ch in vocab for ch in PROMPT) else corpus.text[:4]
+    prompt = PROMPT if PROMPT in corpus.text else corpus.text[:4]
     began = time.perf_counter()
-    texts = samples(model, tokenizer, prompt, setup.sample_tokens, seed)
+    texts = samples(model, vocab, prompt, setup.sample_tokens, seed)
     x, y = training.batch_at(train_data, seed, 0, setup.batch_size)
     reports = scaling_reports(model, optimizer, setup, opts.quick, x, y)
-    shown = texts[-1]["text"][:16]  # the greedy sample's start
+    shown = vocab.encode(texts[-1]["text"])[:16]  # the greedy sample's first tokens
     files = [
         plots.loss_curves(history.train, history.val, opts.out / "loss.png"),
         plots.attention_heatmaps(
-            attention_maps(model, char_tokens(tokenizer, shown)),
-            list(shown),
-            opts.out / "attention.png",
+            attention_maps(model, shown), vocab.pieces(shown), opts.out / "attention.png"
         ),
         plots.scaling_curves(
             reports["parameter_scaling"], reports["attention_memory"], opts.out / "scaling.png"
@@ -241,17 +253,22 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
             "source": corpus.source,
             "characters": len(corpus.text),
             "sha256": corpus.sha256,
-            "vocab_size": len(vocab),
-            "train_tokens": int(len(train_tokens)),
-            "val_tokens": int(len(val_tokens)),
+            "tokenizer": vocab.kind,
+            "vocab_size": vocab.vocab_size,
+            "characters_per_token": len(corpus.text) / len(ids),
+            "train_tokens": int(len(train_ids)),
+            "val_tokens": int(len(val_ids)),
+            "val_characters": val_chars,
         },
         "training": {
             "steps": setup.steps,
             "resumed_at_step": history.resumed_at,
             "initial_val_loss": history.val[0][1],
             "final_val_loss": history.val[-1][1],
+            "final_val_bits_per_char": history.val[-1][1] * bits_per_nat,
             "final_train_loss": history.train[-1],
             "val_history": history.val,
+            "tokenizer_seconds": tokenizer_seconds,
             "seconds": seconds,
             "tokens_per_second": trained_tokens / seconds if seconds > 0 else None,
         },
@@ -271,7 +288,7 @@ def run_scaling(milestone: Milestone, opts: RunOptions) -> dict:
     name = config_name(milestone, opts, None)
     setup = TRAINING[name]
     prepare_out(opts.out)
-    vocab_size = len(set(default_corpus().text))
+    vocab_size = len(set(default_corpus(opts.data_dir).text))
     config = replace(PRESETS[name], vocab_size=vocab_size)
     seed_everything(0)
     model = GPT.from_config(config)

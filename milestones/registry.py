@@ -30,6 +30,8 @@ class RunOptions:
     seed: int | None = None
     resume: bool = False
     config: str | None = None  # a name in tinytorch's PRESETS
+    tokenizer: str | None = None  # "char" or "bpe" (module 10's tokenizers)
+    data_dir: Path | None = None  # where corpora and learned tokenizers are cached; None: nowhere
     console: Console = field(default_factory=Console)
 
     def check(self) -> None:

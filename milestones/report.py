@@ -94,11 +94,13 @@ def show_scaling(summary: dict, console: Console) -> None:
 def show_gpt(summary: dict, console: Console) -> None:
     t = summary["training"]
     console.print(
-        f"validation loss {t['initial_val_loss']:.3f} -> {t['final_val_loss']:.3f} "
-        f"in {t['steps']} steps ({t['seconds']:.1f} s this session)"
+        f"validation loss {t['initial_val_loss']:.3f} -> {t['final_val_loss']:.3f} nats per token "
+        f"({t['final_val_bits_per_char']:.3f} bits per character) in {t['steps']} steps "
+        f"({t['seconds']:.1f} s of training this session)"
     )
     for s in summary["samples"]:
         label = "greedy" if s["greedy"] else f"temperature {s['temperature']}"
+        label += f", top-k {s['top_k']}" if s.get("top_k") else ""
         console.print(f"[cyan]{label}[/cyan]", highlight=False)
         console.print(s["text"], markup=False, highlight=False)
     show_scaling(summary, console)

@@ -8,6 +8,7 @@ a run resumed from step k ends with the same weights as one that was never inter
 from __future__ import annotations
 
 import json
+import math
 import signal
 import time
 from collections.abc import Callable
@@ -59,6 +60,7 @@ class Settings:
     eval_windows: int
     checkpoint_every: int
     seed: int
+    bits_per_nat: float = 1 / math.log(2)  # turns a loss per token into bits per character
 
 
 def batch_at(data: LanguageModelDataset, seed: int, step: int, batch_size: int):
@@ -210,7 +212,10 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
             if done % cfg.eval_every == 0 or done == cfg.steps:
                 val = evaluate(model, val_data, cfg.eval_windows, cfg.batch_size)
                 history.val.append((done, val))
-                bar.console.print(f"step {done:>5}  train {history.train[-1]:.3f}  val {val:.3f}")
+                bar.console.print(
+                    f"step {done:>5}  train {history.train[-1]:.3f}  val {val:.3f} "
+                    f"({val * cfg.bits_per_nat:.3f} bits/char)"
+                )
             if done % cfg.checkpoint_every == 0 or done == cfg.steps:
                 save(path, model, optimizer, done, meta, history)
             tps = tokens_per_step * (done - start) / max(seconds, 1e-9)

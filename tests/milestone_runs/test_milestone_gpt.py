@@ -6,12 +6,14 @@ import re
 import shutil
 import signal
 import stat
+import sys
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from milestones import training
+from milestones import corpus, training
+from milestones import gpt as gpt_milestone
 from milestones.scaling import exact_formula
 from tinytorch.models.transformer import GPT, count_parameters
 from tito.main import app
@@ -104,8 +106,8 @@ def test_reports_are_consistent(finished):
 
 def test_samples_at_each_temperature_and_greedy(finished):
     summary, output = finished[1], finished[2]
-    temps = [s["temperature"] for s in summary["samples"]]
-    assert temps == [0.5, 0.8, 1.2, 0.0] and summary["samples"][-1]["greedy"]
+    settings = [(s["temperature"], s["top_k"]) for s in summary["samples"]]
+    assert settings == list(gpt_milestone.SAMPLING) and summary["samples"][-1]["greedy"]
     new = summary["config"]["sample_tokens"]
     for s in summary["samples"]:
         assert s["text"].startswith(summary["prompt"])
@@ -174,3 +176,27 @@ def test_progress_shows_training_throughput(finished):
     tps = finished[1]["training"]["tokens_per_second"]
     shown = [float(m.replace(",", "")) for m in re.findall(r"([\d,]+) tok/s trained", finished[2])]
     assert shown and shown[-1] == pytest.approx(tps, rel=0.02)
+
+
+def test_bpe_run_reports_bits_per_character(tmp_path, text_file):
+    out = tmp_path / "bpe"
+    result = gpt("--steps", 10, "--data", text_file, "--out", out, "--tokenizer", "bpe")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    corpus, run = summary["corpus"], summary["training"]
+    assert corpus["tokenizer"] == "bpe" and corpus["characters_per_token"] > 1.5
+    per_char = corpus["val_tokens"] / corpus["val_characters"] / np.log(2)
+    assert run["final_val_bits_per_char"] == pytest.approx(run["final_val_loss"] * per_char)
+    assert "bits per character" in said(result)
+    assert all(s["text"].startswith(summary["prompt"]) for s in summary["samples"])
+
+
+def test_default_corpus_is_built_once_and_cached(tmp_path):
+    first = corpus.default_corpus(tmp_path)
+    cached = list(tmp_path.iterdir())
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert [p.name for p in cached] == [f"default-corpus-python{version}.txt"]
+    assert cached[0].read_text(encoding="utf-8") == first.text
+    cached[0].write_text("a cached text that differs\n" * 10, encoding="utf-8")
+    assert corpus.default_corpus(tmp_path).text.startswith("a cached text that differs")
+    assert len(first.text) > 500_000 and first.source == corpus.DEFAULT_SOURCE

@@ -61,6 +61,10 @@ def run(
     config: Annotated[
         str | None, typer.Option(help="Model size, a preset name: nano, tiny or small.")
     ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(help="char or bpe (module 10's tokenizers; default: the config's)."),
+    ] = None,
 ) -> None:
     """Run a milestone: `tito milestone run gpt` trains a GPT and makes it write."""
     try:
@@ -73,7 +77,18 @@ def run(
                 hint=f"complete them first, e.g. `tito module complete {missing[0].number}`",
             )
         out = out if out is not None else paths.root() / "runs" / milestone.name
-        options = milestones.RunOptions(out, quick, data, steps, seed, resume, config, console)
+        options = milestones.RunOptions(
+            out,
+            quick=quick,
+            data=data,
+            steps=steps,
+            seed=seed,
+            resume=resume,
+            config=config,
+            tokenizer=tokenizer,
+            console=console,
+            data_dir=paths.root() / "data",
+        )
         with _one_blas_thread():
             summary = milestone.run(options)
     except milestones.MilestoneError as err:
