@@ -123,7 +123,7 @@ class History:
     accuracy: list[tuple[int, float]]  # (step, exact match on the first CURVE_NUMBERS held out)
     step_seconds: list[float]  # wall clock
     step_cpu_seconds: list[float]  # this process's CPU: what the step costs on an idle core
-    reached: tuple[int, float] | None = None  # (step, training seconds) of the first >= target
+    reached: tuple[int, float, float] | None = None  # (step, wall s, CPU s) first at the target
 
 
 def train(model, train_nums, test_nums, config: Training, seed: int, label: str, bar) -> History:
@@ -153,7 +153,7 @@ def train(model, train_nums, test_nums, config: Training, seed: int, label: str,
             acc = exact_match(model, test_nums[:CURVE_NUMBERS])
             history.accuracy.append((done, acc))
             if history.reached is None and acc >= TARGET_ACCURACY:
-                history.reached = (done, sum(history.step_seconds))
+                history.reached = (done, sum(history.step_seconds), sum(history.step_cpu_seconds))
             bar.update(task, acc=f"held-out {acc:.0%}")
         bar.update(task, completed=done, loss=history.loss[-1])
     return history
@@ -309,7 +309,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         "target_exact_match": TARGET_ACCURACY,
         "reached_target": None
         if main.reached is None
-        else {"step": main.reached[0], "train_seconds": main.reached[1]},
+        else dict(zip(("step", "train_seconds", "train_cpu_seconds"), main.reached)),
         "train_seconds": sum(main.step_seconds),
         "train_cpu_seconds": sum(main.step_cpu_seconds),
         # one BLAS thread: a step's CPU time is its wall time on an idle core, whatever the load
@@ -361,6 +361,13 @@ def show(summary: dict, console) -> None:
         f"{summary['train_seconds']:.1f} s, median step {ms['median']:.1f} ms "
         f"({ms['median_cpu']:.1f} ms of CPU; load average {summary['load_average']['before']:.1f})"
     )
+    reached = summary["reached_target"]
+    if reached is not None:
+        console.print(
+            f"pre-norm reached {TARGET_ACCURACY:.0%} on the first {CURVE_NUMBERS} held-out numbers "
+            f"at step {reached['step']}, after {reached['train_seconds']:.1f} s of training "
+            f"({reached['train_cpu_seconds']:.1f} s of CPU)"
+        )
     console.print(
         f"decoding: cached {'equals' if d['cached_equals_uncached'] else 'DIFFERS FROM'} uncached "
         f"on all {d['numbers']} ({d['cached_cpu_seconds']:.2f} s of CPU against "
