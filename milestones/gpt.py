@@ -1,4 +1,4 @@
-"""`tito milestone run gpt`: train a character-level GPT with tinytorch, sample, report, plot."""
+"""`tito milestone run gpt`: train a GPT with tinytorch (BPE or characters), sample, report."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class Training:
     sample_tokens: int
     build_limit: int  # build (and count) GPT sizes up to this many parameters; formula beyond
     tokenizer: str = "char"  # "char" or "bpe"; --tokenizer overrides it
-    bpe_vocab: int = 512  # vocabulary of the BPE tokenizer: 256 bytes plus learned merges
+    bpe_vocab: int = 1024  # vocabulary of the BPE tokenizer: 256 bytes plus learned merges
 
 
 TRAINING = {
@@ -76,7 +76,7 @@ def settle(milestone: Milestone, opts: RunOptions):
     name = config_name(milestone, opts, stored)
     steps = opts.steps if opts.steps is not None else (stored["steps"] if stored else None)
     setup = TRAINING[name] if steps is None else replace(TRAINING[name], steps=steps)
-    kind = opts.tokenizer or (stored["config"]["tokenizer"] if stored else None)
+    kind = opts.tokenizer or (stored["config"].get("tokenizer") if stored else None)
     setup = setup if kind is None else replace(setup, tokenizer=kind)
     if setup.tokenizer not in tokens.KINDS:
         hint = f"choose one of: {', '.join(tokens.KINDS)}"

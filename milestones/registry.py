@@ -80,7 +80,7 @@ MILESTONES: tuple[Milestone, ...] = (
     ),
     Milestone(
         "gpt",
-        "Train a character-level GPT, make it write, and report parameter and memory scaling.",
+        "Train a GPT on Python's own documentation, make it write, report its scaling (4 min).",
         _GPT_MODULES,
         entry="milestones.gpt:run",
         preset="small",
