@@ -68,6 +68,7 @@ MODULES: tuple[CourseModule, ...] = (
             "nn.normalization",
             "nn.feedforward",
             "models.transformer",
+            "models.seq2seq",
             "core.transformer",
         ),
         (1, 2, 3, 4, 5, 6, 7, 11, 12),

@@ -40,9 +40,11 @@
 #| default_exp models.transformer
 
 # %% [markdown]
-# The imports of the model file come first. `LayerNorm` and `MLP` are written in this notebook
-# below and exported to their own package files; the model file imports them from there, but the
-# notebook (where `__name__` is `"__main__"`) skips that import and always runs your code.
+# The imports of the model files come first: the GPT's, then those of the encoder-decoder models
+# of section 9 (`tinytorch/models/seq2seq.py`). `LayerNorm`, `MLP` and the model classes are
+# written in this notebook below and exported to their own package files; the package files
+# import them from there, but the notebook (where `__name__` is `"__main__"`) skips those imports
+# and always runs your code.
 
 # %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export
@@ -64,19 +66,44 @@ if __name__ != "__main__":  # the package file; this notebook defines both below
     from tinytorch.nn.feedforward import MLP
     from tinytorch.nn.normalization import LayerNorm
 
+# %% nbgrader={"grade": false, "grade_id": "seq2seq-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export models.seq2seq
+"""Encoder-only and encoder-decoder transformers, built from the GPT's parts (section 9)."""
+
+import numpy as np
+
+from tinytorch.core.attention import KVCache, MultiHeadAttention, causal_mask
+from tinytorch.core.autograd import no_grad
+from tinytorch.core.embeddings import Embedding
+from tinytorch.core.layers import Linear, Module
+from tinytorch.core.tensor import ShapeError
+
+if __name__ != "__main__":  # the package file; this notebook defines these names below
+    from tinytorch.models.transformer import (
+        TransformerBlock,
+        _check_generate_args,
+        init_gpt2_weights,
+        sample_next,
+        token_ids_2d,
+    )
+    from tinytorch.nn.feedforward import MLP
+    from tinytorch.nn.normalization import LayerNorm
+
 # %% nbgrader={"grade": false, "grade_id": "reexport", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export core.transformer
 """The transformer family under its course path: `from tinytorch.core.transformer import GPT`."""
 
 if __name__ != "__main__":  # the package file only: in this notebook the names are defined below
+    from tinytorch.models.seq2seq import (  # noqa: F401
+        DecoderBlock,
+        Seq2SeqTransformer,
+        TransformerEncoder,
+    )
     from tinytorch.models.transformer import (  # noqa: F401
         GPT,
         PRESETS,
-        DecoderBlock,
         GPTConfig,
-        Seq2SeqTransformer,
         TransformerBlock,
-        TransformerEncoder,
         count_parameters,
         estimate_memory,
         estimate_parameters,
@@ -686,41 +713,70 @@ def estimate_memory(config: GPTConfig, batch_size: int, seq_len: int) -> dict[st
 # (`memory`). The decoder stays causal in its own self-attention, so it can still generate.
 # Sources of unequal length are padded to one width; module 12's `padding_mask` then hides the
 # padded positions from the encoder's self-attention and from the decoder's cross-attention.
+#
+# **Decoding with a cache.** The source does not change while the target is written, so
+# `generate` runs the encoder once. Each decoder block then keeps two `KVCache`s: one grows by one
+# position per step (its own causal self-attention, as in GPT), the other holds the memory's keys
+# and values, projected on the first step and reused on every later one. Every step runs the
+# decoder on the newest token only; the result equals running the full decoder again each step.
+# `norm_first=False` builds the post-norm blocks of the 2017 paper throughout, as in GPT.
 
 
 # %% nbgrader={"grade": false, "grade_id": "seq2seq", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export
+#| export models.seq2seq
 class DecoderBlock(Module):
-    """Causal self-attention, cross-attention over the encoder output, and an MLP (pre-norm)."""
+    """Causal self-attention, cross-attention over the encoder output, and an MLP.
 
-    def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: float = 4):
+    `norm_first=True` (default) is pre-norm; `False` normalises after each residual addition.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: float = 4, norm_first=True):
         self.self_attention = MultiHeadAttention(embed_dim, num_heads)  # checks the head count
         self.ln1 = LayerNorm(embed_dim)
         self.cross_attention = MultiHeadAttention(embed_dim, num_heads)
         self.ln_cross = LayerNorm(embed_dim)
         self.mlp = MLP(embed_dim, hidden_dim=int(embed_dim * mlp_ratio))
         self.ln2 = LayerNorm(embed_dim)
+        self.norm_first = norm_first
 
-    def forward(self, x, memory, mask=None, memory_mask=None):
-        x = x + self.self_attention(self.ln1(x), mask)  # (B, T, C)
-        q = self.ln_cross(x)
-        x = x + self.cross_attention(q, key=memory, value=memory, mask=memory_mask)  # (B, T, C)
-        return x + self.mlp(self.ln2(x))
+    def forward(self, x, memory, mask=None, memory_mask=None, cache=None):
+        """(B, T, C) -> (B, T, C). `cache` is this block's (self, cross) pair of KVCaches."""
+        self_cache, cross_cache = (None, None) if cache is None else cache
+        cross = dict(key=memory, value=memory, mask=memory_mask, cache=cross_cache)
+        if self.norm_first:
+            x = x + self.self_attention(self.ln1(x), mask, cache=self_cache)  # (B, T, C)
+            x = x + self.cross_attention(self.ln_cross(x), **cross)  # (B, T, C)
+            return x + self.mlp(self.ln2(x))
+        x = self.ln1(x + self.self_attention(x, mask, cache=self_cache))
+        x = self.ln_cross(x + self.cross_attention(x, **cross))
+        return self.ln2(x + self.mlp(x))
+
+
+def _check_length(seq_len: int, max_seq_len: int, what: str) -> None:
+    if seq_len > max_seq_len:
+        raise ShapeError(
+            f"{what} of {seq_len} positions exceeds max_seq_len={max_seq_len}; build the model "
+            f"with a larger max_seq_len or shorten the {what}"
+        )
 
 
 class TransformerEncoder(Module):
     """Encoder-only stack: tokens (B, S) -> contextual vectors (B, S, C), no causal mask."""
 
-    def __init__(self, vocab_size, embed_dim, num_layers, num_heads, max_seq_len=512):
+    def __init__(self, vocab_size, embed_dim, num_layers, num_heads, max_seq_len=512,
+                 norm_first=True):  # fmt: skip
         self.vocab_size, self.max_seq_len = vocab_size, max_seq_len
         self.token_embedding = Embedding(vocab_size, embed_dim)
         self.position_embedding = Embedding(max_seq_len, embed_dim)
-        self.blocks = [TransformerBlock(embed_dim, num_heads) for _ in range(num_layers)]
+        self.blocks = [
+            TransformerBlock(embed_dim, num_heads, norm_first=norm_first) for _ in range(num_layers)
+        ]
         self.ln_f = LayerNorm(embed_dim)
         init_gpt2_weights(self, num_layers)
 
     def forward(self, tokens, mask=None):
         ids = token_ids_2d(tokens, self.vocab_size)  # (B, S)
+        _check_length(ids.shape[1], self.max_seq_len, "source")
         x = self.token_embedding(ids) + self.position_embedding(np.arange(ids.shape[1])[None])
         for block in self.blocks:
             x = block(x, mask=mask)  # a padding mask, or None: every position sees every other
@@ -730,36 +786,77 @@ class TransformerEncoder(Module):
 class Seq2SeqTransformer(Module):
     """Encoder-decoder: source (B, S) and target prefix (B, T) -> target logits (B, T, vocab)."""
 
-    def __init__(self, vocab_size, embed_dim, num_layers, num_heads, max_seq_len=512):
+    def __init__(self, vocab_size, embed_dim, num_layers, num_heads, max_seq_len=512,
+                 norm_first=True):  # fmt: skip
         self.vocab_size, self.max_seq_len = vocab_size, max_seq_len
-        self.encoder = TransformerEncoder(vocab_size, embed_dim, num_layers, num_heads, max_seq_len)
+        self.encoder = TransformerEncoder(
+            vocab_size, embed_dim, num_layers, num_heads, max_seq_len, norm_first
+        )
         self.token_embedding = Embedding(vocab_size, embed_dim)
         self.position_embedding = Embedding(max_seq_len, embed_dim)
-        self.blocks = [DecoderBlock(embed_dim, num_heads) for _ in range(num_layers)]
+        self.blocks = [
+            DecoderBlock(embed_dim, num_heads, norm_first=norm_first) for _ in range(num_layers)
+        ]
         self.ln_f = LayerNorm(embed_dim)
         self.lm_head = Linear(embed_dim, vocab_size)
         init_gpt2_weights(self, num_layers)
 
     def forward(self, source, target, source_mask=None):
         """`source_mask` (padding_mask of the source lengths) hides padded source positions."""
-        memory = self.encoder(source, mask=source_mask)  # (B, S, C)
+        return self.decode(target, self.encode(source, source_mask), source_mask)
+
+    def encode(self, source, source_mask=None):
+        """The encoder's output (B, S, C): the `memory` every decoder block attends to."""
+        return self.encoder(source, mask=source_mask)
+
+    def new_cache(self) -> list[tuple[KVCache, KVCache]]:
+        """A (self-attention, cross-attention) pair of empty KVCaches per decoder block."""
+        return [(KVCache(), KVCache()) for _ in self.blocks]
+
+    def decode(self, target, memory, memory_mask=None, cache=None):
+        """Logits (B, T, vocab). With `cache` (new_cache()), `target` continues its positions."""
         ids = token_ids_2d(target, self.vocab_size)  # (B, T)
         seq_len = ids.shape[1]
-        x = self.token_embedding(ids) + self.position_embedding(np.arange(seq_len)[None])
-        mask = causal_mask(seq_len)  # the decoder stays causal
-        for block in self.blocks:
-            x = block(x, memory, mask=mask, memory_mask=source_mask)
+        past = 0 if cache is None else len(cache[0][0])
+        _check_length(past + seq_len, self.max_seq_len, "target")
+        positions = np.arange(past, past + seq_len)[None]  # (1, T)
+        x = self.token_embedding(ids) + self.position_embedding(positions)  # (B, T, C)
+        # causal over the cached and new positions; one new query may see them all: no mask
+        mask = None if seq_len == 1 else causal_mask(seq_len, past_len=past)
+        for i, block in enumerate(self.blocks):
+            x = block(x, memory, mask=mask, memory_mask=memory_mask,
+                      cache=None if cache is None else cache[i])  # fmt: skip
         return self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
 
     @no_grad()
-    def generate(
-        self, source, start_token: int, max_new_tokens: int, source_mask=None
-    ) -> np.ndarray:
-        """Greedy decoding: (B, 1 + max_new_tokens) ids beginning with `start_token`."""
-        out = np.full((len(np.asarray(getattr(source, "data", source))), 1), start_token)
+    def generate(self, source, start_token: int, max_new_tokens: int, source_mask=None, *,
+                 temperature=0.0, top_k=None, seed=None, use_cache=True,
+                 stop_token=None) -> np.ndarray:  # fmt: skip
+        """(B, 1 + new) ids beginning with `start_token`; greedy unless temperature > 0.
+
+        The encoder runs once. `use_cache` (default) decodes one new position per step with
+        KV caches, with the same result as re-running the decoder on the whole prefix. Once every
+        row has produced `stop_token` generation ends early (finished rows repeat it).
+        """
+        _check_generate_args(max_new_tokens, temperature, top_k, self.vocab_size, stop_token)
+        _check_length(1 + max_new_tokens, self.max_seq_len, "target")
+        memory = self.encode(source, source_mask)  # (B, S, C), computed once
+        out = np.full((memory.shape[0], 1), start_token)
+        token_ids_2d(out, self.vocab_size)  # start_token must be a token id
+        rng = np.random.default_rng(seed)
+        cache = self.new_cache() if use_cache else None
+        stopped = np.zeros(len(out), dtype=bool)
         for _ in range(max_new_tokens):
-            logits = self.forward(source, out, source_mask).data[:, -1]  # (B, V)
-            out = np.concatenate([out, logits.argmax(-1)[:, None]], axis=1)
+            # the newest token through the cached decoder, or the whole prefix without a cache
+            step = out[:, -1:] if use_cache else out
+            logits = self.decode(step, memory, source_mask, cache).data[:, -1]  # (B, V)
+            next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
+            if stop_token is not None:
+                next_ids = np.where(stopped, stop_token, next_ids)
+                stopped |= next_ids == stop_token
+            out = np.concatenate([out, next_ids[:, None]], axis=1)
+            if stopped.all():
+                break
         return out
 
 
