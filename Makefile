@@ -17,6 +17,8 @@ check:
 test: install lint check
 	$(PYTHON) -m pytest -q
 
-# The full benchmark with the 2,000-step quality run: about 10 minutes on 2 cores.
+# The full benchmark, one process per measurement (about 15 minutes on 2 quiet cores), then its
+# table as Markdown (the head of benchmarks/RESULTS.md). `--quality` adds a 2,000-step loss race.
 bench: install
-	$(PYTHON) -m benchmarks.run --quality --out benchmarks/results.json
+	$(PYTHON) -m benchmarks.run --out benchmarks/results.json
+	$(PYTHON) -m benchmarks.report benchmarks/results.json

@@ -10,10 +10,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import CONFIGS, TinyTrainer, TorchTrainer, build_pair, cross_entropy
+from benchmarks.common import TinyTrainer, TorchTrainer
+from benchmarks.torch_gpt import TorchGPT
 from tinytorch.core.autograd import no_grad
+from tinytorch.core.losses import cross_entropy
+from tinytorch.models.transformer import GPT, PRESETS
 
 VAL_WINDOWS, SEED = 256, 0
+CONTEXT, BATCH = 64, 16  # the small training row's shape
 
 
 def corpus_text() -> tuple[str, str]:
@@ -61,17 +65,17 @@ def quality_run(steps: int, eval_every: int = 500, progress=None) -> dict:
     tokens = lookup[np.frombuffer(text.encode("utf-32-le"), np.uint32)]
     cut = int(len(tokens) * 0.9)
     train, val = tokens[:cut], tokens[cut:]  # the last 10% of the text is held out
-    cfg = replace(CONFIGS["small"], vocab_size=len(chars))
-    ours, ref = build_pair(cfg, seed=SEED)
+    cfg = replace(PRESETS["small"], vocab_size=len(chars))
+    np.random.seed(SEED)
+    ours = GPT.from_config(cfg)
+    ref = TorchGPT.from_tinytorch(ours)  # identical weights
     trainers = {"tinytorch": TinyTrainer(ours), "torch": TorchTrainer(ref)}
     models = {"tinytorch": ours, "torch": ref}
     seconds = {name: 0.0 for name in trainers}
     curve: list[dict] = []
     for step in range(steps):
         rng = np.random.default_rng([SEED, step])
-        x, y = _windows(
-            train, rng.integers(0, len(train) - cfg.context - 1, cfg.batch), cfg.context
-        )
+        x, y = _windows(train, rng.integers(0, len(train) - CONTEXT - 1, BATCH), CONTEXT)
         for name, trainer in trainers.items():
             start = time.perf_counter()
             trainer.step(x, y)
@@ -79,15 +83,22 @@ def quality_run(steps: int, eval_every: int = 500, progress=None) -> dict:
         if (step + 1) % eval_every == 0 or step + 1 == steps:
             row = {"step": step + 1}
             for name, model in models.items():
-                row[name] = _val_loss(name, model, val, cfg.context, cfg.batch)
+                row[name] = _val_loss(name, model, val, CONTEXT, BATCH)
             curve.append(row)
             if progress is not None:
                 progress(row, seconds)
     final = curve[-1]
-    return {"steps": steps, "corpus": source, "characters": len(text), "vocab_size": len(chars),
-            "optimizer": "AdamW lr=1e-3 betas=(0.9, 0.999) eps=1e-8 weight_decay=0.01",
-            "val_loss": {n: final[n] for n in trainers}, "wall_s": seconds,
-            "val_loss_gap": final["tinytorch"] - final["torch"], "curve": curve}  # fmt: skip
+    return {
+        "steps": steps,
+        "corpus": source,
+        "characters": len(text),
+        "vocab_size": len(chars),
+        "optimizer": "AdamW lr=1e-3 betas=(0.9, 0.999) eps=1e-8 weight_decay=0.01",
+        "val_loss": {n: final[n] for n in trainers},
+        "wall_s": seconds,
+        "val_loss_gap": final["tinytorch"] - final["torch"],
+        "curve": curve,
+    }
 
 
 if __name__ == "__main__":  # the quality run alone: python -m benchmarks.quality STEPS OUT.json
@@ -96,7 +107,7 @@ if __name__ == "__main__":  # the quality run alone: python -m benchmarks.qualit
 
     from benchmarks.common import limit_threads
 
-    limit_threads()
+    limit_threads(1)
     result = quality_run(int(sys.argv[1]), progress=lambda row, s: print(row, s, flush=True))
     Path(sys.argv[2]).write_text(json.dumps(result, indent=1) + "\n")
     print(result["val_loss"], result["wall_s"], flush=True)

@@ -1,148 +1,126 @@
-"""The results table: values, ratios, the targets ("must reach") and PASS/MISS."""
+"""The results table: medians with their min-max spread, thread settings, ratios and targets."""
 
 from __future__ import annotations
 
 from rich.table import Table
 
-WIDE = 0.2  # (p90 - p10) / median above this is flagged
-
-# metric -> (config it applies to or None for every config, "<=" or ">=", threshold)
-TARGETS = {
-    "forward": (None, "<=", 1.5),
-    "train_small": ("small", "<=", 1.5),
-    "train_medium": ("medium", "<=", 1.3),
-    "gen_cached": (None, ">=", 1.0),
-    "cache_speedup": (None, ">=", 4.0),
-    "memory": ("medium", "<=", 1.2),
-    "quality": (None, "<=", 0.05),
-}
-
-
-def _time(s: dict | None) -> str:
-    if s is None:
-        return "-"
-    text = f"{s['median_ms']:.1f}"
-    return f"{text} !{s['spread']:.0%}" if s["spread"] > WIDE else text
+# (row key, metric, label, better, goal, must reach); ratio = tinytorch / torch
+LINES = (
+    ("train_small", "step_ms", "train step ms, small (d128 L4, B16 T64)", "<=", 1.0, 1.25),
+    ("train_medium", "step_ms", "train step ms, medium (d256 L6, B16 T128)", "<=", 1.0, 1.1),
+    ("train_small", "peak_mib", "peak train memory MiB, small", "<=", 0.8, None),
+    ("train_medium", "peak_mib", "peak train memory MiB, medium", "<=", 0.8, None),
+    ("gen_small", "tok_s", "cached greedy tokens/s, small, B1", ">=", 1.5, 1.0),
+    ("gen_medium", "tok_s", "cached greedy tokens/s, medium, B1", ">=", 1.5, 1.0),
+    ("gpt2", "forward_ms", "GPT-2 small forward ms, B1 T256", "<=", None, None),
+    ("gpt2", "tok_s", "GPT-2 small cached greedy tokens/s", ">=", None, None),
+    ("gpt2", "peak_mib", "GPT-2 small peak memory MiB (inference)", "<=", None, None),
+)
 
 
-def _rate(s: dict | None) -> str:
-    if s is None:
-        return "-"
-    text = f"{s['tokens_per_s']:.1f}"
-    return f"{text} !{s['spread']:.0%}" if s["spread"] > WIDE else text
-
-
-def _judge(key: str, config: str, value: float | None) -> tuple[str, str]:
-    scope, op, limit = TARGETS[key]
-    if scope is not None and scope != config:
-        return "-", "-"
-    if value is None:
-        return f"{op} {limit}", "-"
-    ok = value <= limit if op == "<=" else value >= limit
-    return f"{op} {limit}", "[ok]PASS[/ok]" if ok else "[bad]MISS[/bad]"
+def _cell(s: dict) -> str:
+    digits = 0 if s["median"] >= 100 else 1
+    return (
+        f"{s['median']:.{digits}f} [{s['min']:.{digits}f}-{s['max']:.{digits}f}] @{s['threads']}t"
+    )
 
 
 def rows(results: dict) -> list[dict]:
-    """One dict per table row (also written to the JSON as `table`)."""
     out = []
+    for key, metric, label, op, goal, must in LINES:
+        r = results["rows"].get(key)
+        if r is None:
+            continue
+        ours, ref = (r["libraries"][lib]["best"][metric] for lib in ("tinytorch", "torch"))
+        ratio = ours["median"] / ref["median"]
+        cpu_ratio = "-"
+        if "cpu" in ours and "cpu" in ref and ours["threads"] == ref["threads"] == 1:
+            cpu_ratio = f"{ours['cpu']['median'] / ref['cpu']['median']:.2f}"
 
-    def add(config, metric, ours, ref, ratio, key=None):
-        target, status = _judge(key, config, ratio) if key else ("-", "-")
-        out.append({"config": config, "metric": metric, "tinytorch": ours, "torch": ref,
-                    "ratio": "-" if ratio is None else f"{ratio:.2f}", "target": target,
-                    "status": status})  # fmt: skip
+        def ok(limit, ratio=ratio, op=op):
+            return ratio <= limit if op == "<=" else ratio >= limit
 
-    for config, r in results["configs"].items():
-        if "train_step" in r:
-            fw, tr = r["forward"], r["train_step"]
-            ratio = fw["tinytorch"]["median_ms"] / fw["torch"]["median_ms"]
-            add(config, "forward ms (no grad)", _time(fw["tinytorch"]), _time(fw["torch"]), ratio,
-                "forward")  # fmt: skip
-            ratio = tr["tinytorch"]["median_ms"] / tr["torch"]["median_ms"]
-            add(config, "train step ms", _time(tr["tinytorch"]), _time(tr["torch"]), ratio,
-                f"train_{config}")  # fmt: skip
-            tp = r["throughput"]
-            ours, ref = tp["tinytorch"]["gflops"], tp["torch"]["gflops"]
-            add(config, "train GFLOP/s", f"{ours:.1f}", f"{ref:.1f}", ours / ref)
-            add(config, f"share of numpy matmul ({r['numpy_matmul_gflops']:.1f} GFLOP/s)",
-                f"{tp['tinytorch']['share_of_numpy_matmul']:.0%}",
-                f"{tp['torch']['share_of_numpy_matmul']:.0%}", None)  # fmt: skip
-        if "generation" in r:
-            g = r["generation"]
-            for mode, key in (("cached", "gen_cached"), ("uncached", None)):
-                ours, ref = g[f"tinytorch_{mode}"], g[f"torch_{mode}"]
-                add(config, f"generate tokens/s, {mode.replace('un', 'no ')}", _rate(ours),
-                    _rate(ref), ours["tokens_per_s"] / ref["tokens_per_s"], key)  # fmt: skip
-            speed = g["tinytorch_cache_speedup"]
-            add(config, f"KV cache speedup at {g['new_tokens']} tokens", f"{speed:.1f}x",
-                f"{g['torch_cache_speedup']:.1f}x", speed, "cache_speedup")  # fmt: skip
-            out[-1]["ratio"] = f"{speed:.2f} (tinytorch)"
-        if "memory" in r:
-            m = r["memory"]
-            ours, ref = m["tinytorch"]["peak_mib"], m["torch"]["peak_mib"]
-            add(config, f"peak train memory MiB ({m['steps']} steps)", f"{ours:.0f}",
-                f"{ref:.0f}", ours / ref, "memory")  # fmt: skip
-    q = results.get("quality")
-    if q:
-        gap = q["val_loss_gap"]
-        add("small", f"final val loss ({q['steps']} steps)", f"{q['val_loss']['tinytorch']:.3f}",
-            f"{q['val_loss']['torch']:.3f}", abs(gap), "quality")  # fmt: skip
-        out[-1]["ratio"] = f"gap {gap:+.3f}"
-        wall = q["wall_s"]
-        add("small", "quality run wall time s", f"{wall['tinytorch']:.0f}", f"{wall['torch']:.0f}",
-            wall["tinytorch"] / wall["torch"])  # fmt: skip
+        status = "-" if goal is None else ("goal met" if ok(goal) else "goal missed")
+        if must is not None and not ok(must):
+            status = "MUST MISSED"
+        target = "-" if goal is None else f"{op} {goal}" + (f" (must {op} {must})" if must else "")
+        out.append(
+            {
+                "metric": label,
+                "tinytorch": _cell(ours),
+                "torch": _cell(ref),
+                "ratio": f"{ratio:.2f}",
+                "cpu_ratio": cpu_ratio,
+                "target": target,
+                "status": status,
+                "processes": r["rounds"],
+            }
+        )
     return out
 
 
 def table(results: dict) -> Table:
-    t = Table(title="tinytorch vs PyTorch (CPU, float32, 2 threads)", title_justify="left")
-    for name, justify in (("config", "left"), ("metric", "left"), ("tinytorch", "right"),
-                          ("torch", "right"), ("ratio", "right"), ("must reach", "right"),
-                          ("status", "left")):  # fmt: skip
-        t.add_column(name, justify=justify)
+    t = Table(
+        title="tinytorch vs PyTorch (CPU, float32, one process per measurement)",
+        title_justify="left",
+    )
+    columns = ("metric", "tinytorch", "torch", "ratio", "cpu_ratio", "target", "status")
+    for name in columns:
+        t.add_column(name, justify="left" if name in ("metric", "status") else "right")
     for row in rows(results):
-        t.add_row(row["config"], row["metric"], row["tinytorch"], row["torch"], row["ratio"],
-                  row["target"], row["status"])  # fmt: skip
+        t.add_row(*(row[k] for k in columns))
+    q = results.get("quality")
+    if q:
+        t.add_row(
+            f"final val loss ({q['steps']} steps, small)",
+            f"{q['val_loss']['tinytorch']:.3f}",
+            f"{q['val_loss']['torch']:.3f}",
+            f"gap {q['val_loss_gap']:+.3f}",
+            "-",
+            "<= 0.05",
+            "ok" if abs(q["val_loss_gap"]) <= 0.05 else "MISSED",
+        )
     return t
 
 
 NOTES = (
-    "ratio = tinytorch / torch (time, memory, GFLOP/s, tokens/s); times are medians, "
-    f"'!NN%' marks a wide spread, (p90 - p10) / median > {WIDE:.0%}.",
-    "GFLOP/s = matmul FLOPs of forward + backward, 6*P*B*T + 12*L*B*T^2*C with P = 12*L*C^2 + C*V, "
-    "over the step's median time; share = that / numpy's own matmul rate on the step's shapes.",
-    "peak memory = peak RSS (VmHWM; ru_maxrss off Linux) of a child running the training steps "
-    "minus that of the same child importing the libraries only.",
+    "cells: median over processes, (min-max) in brackets, @ thread setting; each process "
+    "reports the median of its own timed calls; each library at its faster thread setting "
+    "(1 or 2 BLAS/torch threads).",
+    "ratio = tinytorch / torch of the medians (time, memory, tokens/s); cpu_ratio = the same "
+    "from the CPU time of those processes (time.process_time), shown when both ran one thread: "
+    "it leaves out the time a process waited for a core, so it moves less with the machine's load.",
+    "peak memory = VmHWM (peak RSS) of the measuring process minus its VmHWM right after the "
+    "imports: weights, gradients, optimizer state, activations and temporaries.",
 )
 
 
 def markdown(results: dict) -> str:
-    """RESULTS.md from a results JSON: date, machine, BLAS, the table and the notes."""
-    m, blas = results["machine"], results["machine"]["numpy_blas"]
+    """The table and notes as Markdown (the head of RESULTS.md)."""
+    m = results["machine"]
+    blas, torch = m["blas"], m["torch"]
     lines = [
-        "# tinytorch vs PyTorch on the CPU",
-        "",
         f"Measured {results['date']} with `python -m benchmarks.run` "
-        f"({'quick' if results['quick'] else 'full'} plan, {results['seconds']:.0f} s).",
-        f"Machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}, numpy {m['numpy']}, "
-        f"torch {m['torch']} (BLAS: {m['torch_blas']}); float32, 2 threads each.",
-        f"numpy BLAS: {blas['internal_api']} {blas['version']}, kernel {blas['kernel']}; "
-        f"OPENBLAS_CORETYPE {blas['OPENBLAS_CORETYPE']}.",
+        f"({'quick' if results.get('quick') else 'full'} plan, {results['seconds']:.0f} s).",
+        f"Machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}, numpy {m['numpy']} "
+        f"(BLAS {blas['internal_api']} {blas['version']}, kernel {blas['kernel']}, "
+        f"OPENBLAS_CORETYPE {blas['OPENBLAS_CORETYPE']}); torch {torch['version']} "
+        f"(BLAS {torch['blas']}, CPU capability {torch['cpu_capability']}); float32.",
         f"Load average (1 min) before / after: {results['load_before'][0]:.1f} / "
         f"{results['load_after'][0]:.1f}.",
         "",
-        "| config | metric | tinytorch | torch | ratio | must reach | status |",
-        "|---|---|--:|--:|--:|--:|---|",
+        "| metric | tinytorch | PyTorch | ratio | CPU-time ratio | target | status |",
+        "|---|--:|--:|--:|--:|---|---|",
     ]
-    for r in results["table"]:
-        status = r["status"].replace("[ok]", "").replace("[/ok]", "")
-        status = status.replace("[bad]", "").replace("[/bad]", "")
-        lines.append(f"| {r['config']} | {r['metric']} | {r['tinytorch']} | {r['torch']} | "
-                     f"{r['ratio']} | {r['target']} | {status} |")  # fmt: skip
+    for r in rows(results):
+        lines.append(
+            f"| {r['metric']} | {r['tinytorch']} | {r['torch']} | {r['ratio']} | "
+            f"{r['cpu_ratio']} | {r['target']} | {r['status']} |"
+        )
     return "\n".join([*lines, "", *(f"- {note}" for note in NOTES), ""])
 
 
-if __name__ == "__main__":  # python -m benchmarks.report results.json > benchmarks/RESULTS.md
+if __name__ == "__main__":  # python -m benchmarks.report results.json
     import json
     import sys
     from pathlib import Path

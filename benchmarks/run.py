@@ -1,4 +1,11 @@
-"""Benchmark tinytorch against PyTorch on the CPU: `python -m benchmarks.run [--quick] ...`."""
+"""Benchmark tinytorch against PyTorch on the CPU: `python -m benchmarks.run [--quick] ...`.
+
+Every measurement runs in a process of its own (`benchmarks.child`), so neither library's BLAS
+threads compete with the other's. A round runs every (library, threads) pair once, alternating
+tinytorch and torch (the order reversed every other round); each row is repeated for several
+rounds and reported as the median over processes with its min-max spread, for each library at
+its faster thread setting.
+"""
 
 from __future__ import annotations
 
@@ -8,105 +15,151 @@ import json
 import os
 import platform
 import re
+import subprocess
+import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks.common import CONFIGS, NEW_TOKENS, blas_info, limit_threads
+from benchmarks.common import LIBRARIES, ROOT, THREAD_CHOICES, Row, summary
 
-# (warm-up steps, timed repetitions, generated tokens, generation repetitions, memory steps)
-PLANS = {"quick": (5, 5, 32, 1, 2), "full": (5, 10, NEW_TOKENS, 3, 5)}
+FULL = [
+    (Row("train_small", "train", "small", batch=16, seq_len=64, steps=5, warmup=2), 5),
+    (Row("train_medium", "train", "medium", batch=16, seq_len=128, steps=3, warmup=1), 5),
+    (Row("gen_small", "generate", "small", new_tokens=200, steps=3, warmup=1), 5),
+    (Row("gen_medium", "generate", "medium", new_tokens=200, steps=2, warmup=1), 5),
+    (Row("gpt2", "gpt2", "gpt2-small", seq_len=256, new_tokens=32, steps=3, warmup=1), 3),
+]
+QUICK = [
+    (Row("train_small", "train", "small", batch=16, seq_len=64, steps=3, warmup=1), 1),
+    (Row("gen_small", "generate", "small", new_tokens=50, steps=2, warmup=1), 1),
+]
+QUICK_THREADS = (1,)  # --quick: one thread only, four processes in all
+# metric -> True when larger is better
+METRICS = {"step_ms": False, "tok_s": True, "forward_ms": False, "peak_mib": False}
+CPU_TWIN = {"step_ms": "step_cpu_ms", "tok_s": "tok_s_cpu", "forward_ms": "forward_cpu_ms"}
+
+
+def child(library: str, threads: int, row: Row) -> dict:
+    cmd = [sys.executable, "-m", "benchmarks.child", library, str(threads), json.dumps(asdict(row))]
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"benchmark child {library} {row.key} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(row: Row, rounds: int, threads: tuple = THREAD_CHOICES) -> dict:
+    """Per library and thread setting, a summary of each metric over `rounds` processes."""
+    raw: dict = {(lib, t): [] for lib in LIBRARIES for t in threads}
+    pairs = [(lib, t) for t in threads for lib in LIBRARIES]
+    for r in range(rounds):
+        for lib, t in pairs if r % 2 == 0 else pairs[::-1]:
+            raw[lib, t].append(child(lib, t, row))
+    out: dict = {"row": asdict(row), "rounds": rounds, "libraries": {}}
+    for lib in LIBRARIES:
+        per_threads = {
+            t: {m: summary([res[m] for res in raw[lib, t]]) for m in raw[lib, t][0]}
+            for t in threads
+        }
+        best = {}
+        for metric in raw[lib, threads[0]][0]:
+            if metric not in METRICS or metric == "peak_mib":
+                continue
+            pick = max if METRICS[metric] else min
+            t = pick(threads, key=lambda t: per_threads[t][metric]["median"])
+            best[metric] = {"threads": t, **per_threads[t][metric]}
+            if CPU_TWIN[metric] in per_threads[t]:  # CPU time of the same processes
+                best[metric]["cpu"] = per_threads[t][CPU_TWIN[metric]]
+        # memory from the processes at the thread setting of the row's first timed metric
+        first = next(iter(best.values()))["threads"]
+        best["peak_mib"] = {"threads": first, **per_threads[first]["peak_mib"]}
+        out["libraries"][lib] = {"best": best, "by_threads": per_threads}
+    return out
 
 
 def machine() -> dict:
-    import numpy as np
-    import torch
-
-    model = "unknown"
+    """CPU, Python, numpy's BLAS and torch's, each read in a child of its own library."""
+    probe = (
+        "import json, numpy; from benchmarks.common import blas_info, torch_info; print(json.dumps("
+        "{'numpy': numpy.__version__, 'blas': blas_info(), 'torch': torch_info()}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    info = json.loads(done.stdout)
+    cpu = "unknown"
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         found = re.search(r"model name\s*:\s*(.*)", cpuinfo.read_text())
-        model = found.group(1) if found else model
-    torch_blas = re.findall(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "torch": torch.__version__,
-            "torch_blas": torch_blas[0] if torch_blas else "unknown",
-            "numpy_blas": blas_info()}  # fmt: skip
+        cpu = found.group(1) if found else cpu
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), **info}
 
 
-def run(configs: list[str], quick: bool, quality_steps: int, say) -> dict:
-    """Every measurement; `say` prints progress lines."""
-    from benchmarks.memory import peak_memory
-    from benchmarks.speed import forward_and_train, generation
-
-    warmup, reps, new_tokens, gen_reps, mem_steps = PLANS["quick" if quick else "full"]
-    results: dict = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-                     "machine": machine(), "quick": quick, "load_before": os.getloadavg(),
-                     "configs": {}}  # fmt: skip
-    for name in configs:
-        cfg = CONFIGS[name]
-        say(f"{name}: forward and training step ({warmup} warm-up, {reps} timed, interleaved)")
-        r = results["configs"][name] = {"config": vars(cfg)}
-        r.update(forward_and_train(cfg, warmup, reps))
-        say(f"{name}: generation, {new_tokens} tokens, {gen_reps} repetition(s)")
-        r["generation"] = generation(cfg, new_tokens, gen_reps)
-        say(f"{name}: peak memory of {mem_steps} training steps (child processes)")
-        r["memory"] = peak_memory(name, mem_steps)
-    if quality_steps:
-        from benchmarks.quality import quality_run
-
-        say(f"quality: small config, {quality_steps} steps each (this takes a while)")
-        results["quality"] = quality_run(
-            quality_steps,
-            progress=lambda row, s: say(
-                f"  step {row['step']}: val {row['tinytorch']:.3f} / "
-                f"{row['torch']:.3f}  ({s['tinytorch']:.0f} s / "
-                f"{s['torch']:.0f} s)"
-            ),  # fmt: skip
-        )
+def run(rows: list[tuple[Row, int]], say, threads: tuple = THREAD_CHOICES) -> dict:
+    results: dict = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "load_before": os.getloadavg(),
+        "rows": {},
+    }
+    for row, rounds in rows:
+        say(f"{row.key}: {rounds} round(s) x {len(LIBRARIES) * len(threads)} processes")
+        results["rows"][row.key] = measure(row, rounds, threads)
     results["load_after"] = os.getloadavg()
     return results
 
 
 def main(argv: list[str] | None = None, console=None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small config, few repetitions")
-    parser.add_argument("--config", choices=["small", "medium", "all"], default=None)
+    parser.add_argument("--quick", action="store_true", help="small rows, one round (< 1 minute)")
+    parser.add_argument("--config", choices=["small", "medium", "gpt2-small", "all"], default=None)
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument("--quality", action="store_true", help="also the 2,000-step quality run")
     parser.add_argument("--quality-steps", type=int, default=2000)
     args = parser.parse_args(argv)
-    return benchmark(args.config, args.quick, args.out,
-                     args.quality_steps if args.quality else 0, console)  # fmt: skip
+    return benchmark(
+        args.config, args.quick, args.out, args.quality_steps if args.quality else 0, console
+    )
 
 
-def benchmark(config: str | None, quick: bool, out: Path | None, quality_steps: int,
-              console=None) -> dict:  # fmt: skip
-    """Run, print the table and the BLAS in use, and write JSON; returns the results."""
+def benchmark(
+    config: str | None, quick: bool, out: Path | None, quality_steps: int, console=None
+) -> dict:
+    """Run, print the table, the BLAS in use and the load, and write JSON; returns the results."""
     from rich.console import Console
 
-    from benchmarks.report import NOTES, rows, table
+    from benchmarks.report import NOTES, table
 
     console = console or Console(highlight=False)
-    limit_threads()
-    config = config or ("small" if quick else "all")
-    names = list(CONFIGS) if config == "all" else [config]
+    say = lambda line: console.print(f"[dim]{line}[/dim]")  # noqa: E731
+    plan = QUICK if quick else FULL
+    if config and config != "all":
+        plan = [(row, n) for row, n in plan if row.preset == config]
     began = time.perf_counter()
-    results = run(names, quick, quality_steps, lambda line: console.print(f"[dim]{line}[/dim]"))
+    results = run(plan, say, QUICK_THREADS if quick else THREAD_CHOICES)
+    results["quick"] = quick
+    if quality_steps:
+        from benchmarks.quality import quality_run
+
+        say(f"quality: small preset, {quality_steps} steps each (this takes a while)")
+        results["quality"] = quality_run(quality_steps)
     results["seconds"] = time.perf_counter() - began
-    results["table"] = rows(results)
-    info, m = results["machine"]["numpy_blas"], results["machine"]
     console.print(table(results))
     for note in NOTES:
         console.print(f"[dim]{note}[/dim]")
+    m = results["machine"]
     console.print(
-        f"numpy BLAS: {info['internal_api']} {info['version']}, kernel {info['kernel']}, "
-        f"{info['num_threads']} threads; OPENBLAS_CORETYPE {info['OPENBLAS_CORETYPE']}; "
-        f"torch BLAS: {m['torch_blas']}; CPU: {m['cpu']} x{m['cores']}; "
-        f"load average {results['load_before'][0]:.1f} -> {results['load_after'][0]:.1f}"
+        f"numpy BLAS: {m['blas']['internal_api']} {m['blas']['version']}, kernel "
+        f"{m['blas']['kernel']}; OPENBLAS_CORETYPE {m['blas']['OPENBLAS_CORETYPE']}; torch "
+        f"{m['torch']['version']} BLAS {m['torch']['blas']}, CPU capability "
+        f"{m['torch']['cpu_capability']}; CPU: {m['cpu']} x{m['cores']}; load average "
+        f"{results['load_before'][0]:.1f} -> {results['load_after'][0]:.1f}"
     )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=1, default=float) + "\n")
+        out.write_text(json.dumps(results, indent=1) + "\n")
         console.print(f"wrote {out}")
     return results
 

@@ -20,7 +20,8 @@ def run(
         bool, typer.Option("--quick", help="Small config and few repetitions (under a minute).")
     ] = False,
     config: Annotated[
-        str, typer.Option(help="small, medium or all (default: all; small with --quick).")
+        str,
+        typer.Option(help="small, medium, gpt2-small or all (default: all; --quick: small)."),
     ] = "",
     out: Annotated[
         Path | None, typer.Option(help="Write the results as JSON to this file.")
@@ -29,9 +30,11 @@ def run(
         bool, typer.Option("--quality", help="Also train both for 2,000 steps and compare loss.")
     ] = False,
 ) -> None:
-    """Time forward, training step and generation, measure peak memory, print the table."""
-    if config not in ("", "small", "medium", "all"):
-        raise TitoError(f"unknown --config {config!r}", hint="choose small, medium or all")
+    """Time training steps and generation, measure peak memory, print the table."""
+    if config not in ("", "small", "medium", "gpt2-small", "all"):
+        raise TitoError(
+            f"unknown --config {config!r}", hint="choose small, medium, gpt2-small or all"
+        )
     require_torch("the benchmark compares tinytorch with")
     try:
         benchmark = importlib.import_module("benchmarks.run").benchmark

@@ -1,0 +1,132 @@
+"""One measurement in a process of its own: `python -m benchmarks.child LIBRARY THREADS ROW_JSON`.
+
+Imports one library only (tinytorch, or torch plus tinytorch's preset table), sets its threads,
+records the peak RSS after the imports as the baseline, builds the model, runs the row's warm-up
+and timed calls, and prints one JSON line: the timings and the peak RSS above the baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from benchmarks.common import PROMPT_LEN, Row, batches, config, limit_threads, peak_rss_kib
+
+
+def _timed(fn, warmup: int, reps: int) -> tuple[list[float], list[float]]:
+    """Wall-clock and CPU seconds (this process, all its threads) of each timed call."""
+    for _ in range(warmup):
+        fn()
+    wall, cpu = [], []
+    for _ in range(reps):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return wall, cpu
+
+
+def _build(library: str, cfg):
+    if library == "tinytorch":
+        from tinytorch.models.transformer import GPT
+
+        np.random.seed(0)
+        return GPT.from_config(cfg)
+    import torch
+
+    from benchmarks.torch_gpt import TorchGPT
+
+    torch.manual_seed(0)
+    return TorchGPT(cfg)
+
+
+def _train(library: str, row: Row, cfg) -> dict:
+    from benchmarks.common import TinyTrainer, TorchTrainer
+
+    model = _build(library, cfg)
+    trainer = (TinyTrainer if library == "tinytorch" else TorchTrainer)(model)
+    data = batches(cfg.vocab_size, row.batch, row.seq_len, row.warmup + row.steps)
+    cursor = iter(data)
+    wall, cpu = _timed(lambda: trainer.step(*next(cursor)), row.warmup, row.steps)
+    return {"step_ms": float(np.median(wall)) * 1e3, "step_cpu_ms": float(np.median(cpu)) * 1e3}
+
+
+def _generator(library: str, model, prompt: np.ndarray):
+    if library == "tinytorch":
+        return lambda n: model.generate(prompt, n, temperature=0, use_cache=True)
+    import torch
+
+    prompt_t = torch.from_numpy(prompt)
+    return lambda n: model.generate(prompt_t, n).numpy()
+
+
+def _generate(library: str, row: Row, cfg) -> dict:
+    model = _build(library, cfg)
+    prompt = np.random.default_rng(2).integers(0, cfg.vocab_size, size=(1, PROMPT_LEN))
+    gen = _generator(library, model, prompt)
+    wall, cpu = _timed(lambda: gen(row.new_tokens), row.warmup, row.steps)
+    return {
+        "tok_s": row.new_tokens / float(np.median(wall)),
+        "tok_s_cpu": row.new_tokens / float(np.median(cpu)),
+    }
+
+
+def _gpt2(library: str, row: Row, cfg) -> dict:
+    """Inference at GPT-2-small size: a (1, seq_len) forward, then cached greedy generation."""
+    model = _build(library, cfg)
+    x = np.random.default_rng(3).integers(0, cfg.vocab_size, size=(1, row.seq_len))
+    if library == "tinytorch":
+        from tinytorch.core.autograd import no_grad
+
+        def forward():
+            with no_grad():
+                model(x)
+    else:
+        import torch
+
+        xt = torch.from_numpy(x)
+
+        def forward():
+            with torch.no_grad():
+                model(xt)
+
+    wall, cpu = _timed(forward, row.warmup, row.steps)
+    gen = _generator(library, model, x[:, :PROMPT_LEN])
+    gen_wall, gen_cpu = _timed(lambda: gen(row.new_tokens), 0, 1)
+    return {
+        "forward_ms": float(np.median(wall)) * 1e3,
+        "forward_cpu_ms": float(np.median(cpu)) * 1e3,
+        "tok_s": row.new_tokens / gen_wall[0],
+        "tok_s_cpu": row.new_tokens / gen_cpu[0],
+    }
+
+
+KINDS = {"train": _train, "generate": _generate, "gpt2": _gpt2}
+
+
+def main(library: str, threads: int, row: Row) -> dict:
+    if library == "torch":
+        # PyTorch as a user runs it: importing the preset table must not tune this process's
+        # allocator the way tinytorch does for itself (module 01, keep_freed_memory)
+        os.environ["TINYTORCH_KEEP_FREED_MEMORY"] = "0"
+        import torch
+
+        torch.set_grad_enabled(True)
+    from tinytorch.models.transformer import PRESETS  # noqa: F401 - the sizes, both sides
+
+    limit_threads(threads)
+    cfg = config(row)
+    baseline = peak_rss_kib()
+    result = KINDS[row.kind](library, row, cfg)
+    result["peak_mib"] = (peak_rss_kib() - baseline) / 1024
+    result["baseline_mib"] = baseline / 1024
+    return result
+
+
+if __name__ == "__main__":
+    lib, n_threads, spec = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+    print(json.dumps(main(lib, n_threads, Row(**spec))))
