@@ -68,6 +68,7 @@ MODULES: tuple[CourseModule, ...] = (
             "nn.feedforward",
             "models.transformer",
             "core.transformer",
+            "models.huggingface",
         ),
         (1, 2, 3, 4, 5, 6, 7, 11, 12),
         "tests/13_transformers",
