@@ -122,7 +122,11 @@ def char_tokens(tokenizer, text: str) -> np.ndarray:
 
 
 def build_model(config: Config, vocab_size: int) -> GPT:
-    return GPT(vocab_size, config.embed_dim, config.num_layers, config.num_heads, config.context)
+    # tied output layer, as GPT-2: `tito model export` can then carry the model to transformers
+    return GPT(
+        vocab_size, config.embed_dim, config.num_layers, config.num_heads, config.context,
+        tie_weights=True,
+    )  # fmt: skip
 
 
 def samples(model, tokenizer, prompt: str, new_tokens: int, seed: int) -> list[dict]:
