@@ -810,10 +810,10 @@ def _write_atomic(path: Path, write) -> None:
 def save_gpt2(model, folder, tokenizer=None) -> Path:
     """Write `folder` as `save_pretrained` would (config.json, model.safetensors) + the tokenizer."""
     tensors, config = to_gpt2_state_dict(model), gpt2_config(model)
-    save_file = _safetensors().save_file
+    weights = _safetensors().save(tensors, metadata={"format": "pt"})  # the file's bytes
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    _write_atomic(folder / WEIGHTS_FILE, lambda p: save_file(tensors, p, metadata={"format": "pt"}))
+    _write_atomic(folder / WEIGHTS_FILE, lambda p: p.write_bytes(weights))
     _write_atomic(folder / CONFIG_FILE, lambda p: p.write_text(json.dumps(config, indent=2) + "\n"))
     if tokenizer is not None:
         _write_atomic(folder / TOKENIZER_FILE, tokenizer.save)
