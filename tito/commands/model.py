@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 
 from tito.console import console, ok
@@ -23,6 +22,8 @@ MILESTONE_META = "milestone_meta"  # its run metadata (config, vocabulary) as UT
 
 def _gpt_from_training_checkpoint(arrays: dict, path: Path):
     """A milestone checkpoint (save_checkpoint format): the GPT and its character tokenizer."""
+    import numpy as np
+
     from tinytorch.core.training import split_checkpoint
     from tinytorch.models.transformer import GPT
     from tinytorch.text.tokenization import CharTokenizer
@@ -50,6 +51,8 @@ def _gpt_from_training_checkpoint(arrays: dict, path: Path):
 
 def read_model(path: Path):
     """(GPT, tokenizer or None) from a milestone run folder or checkpoint, or a save_model file."""
+    import numpy as np
+
     from tinytorch.models.transformer import load_model
 
     path = path / MILESTONE_CHECKPOINT if path.is_dir() else path
