@@ -11,7 +11,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
@@ -25,7 +25,7 @@ from tinytorch.models.huggingface import (
 from tinytorch.models.transformer import GPT
 from tinytorch.text.tokenization import CharTokenizer
 
-TEXT = "the cat sat on the mat. the dog ran to the park. " * 8
+TEXT = "the cat sat on the mat.\nthe dog ran to the park. " * 8
 CONTEXT = 12
 
 
@@ -75,7 +75,8 @@ def exported(tmp_path_factory):
     }
     out = {}
     for name, (model, tok, prompt) in models.items():
-        folder = save_gpt2(model, tmp_path_factory.mktemp(name), tok)
+        folder = tmp_path_factory.mktemp(name)
+        save_gpt2(model, folder, tok)
         if prompt is None:
             prompt = np.random.default_rng(3).integers(0, model.vocab_size, size=(2, CONTEXT))
         hf = GPT2LMHeadModel.from_pretrained(folder)
@@ -131,10 +132,17 @@ def test_config_names_gpt2_settings(exported):
 
 
 def test_tokenizer_is_saved_beside_the_model(exported):
-    _, folder, _, _ = exported["trained"]
+    model, folder, hf, _ = exported["trained"]
     tokenizer = CharTokenizer.load(folder / "tinytorch_tokenizer.json")
-    assert tokenizer.decode(tokenizer.encode("the park")) == "the park"
-    assert tokenizer.vocab_size == exported["trained"][0].vocab_size
+    assert tokenizer.vocab == CharTokenizer.from_text(TEXT).vocab
+    theirs = AutoTokenizer.from_pretrained(folder)  # tokenizer.json: one token per character
+    text = "the dog sat.\n on  the cat"
+    assert theirs.encode(text) == tokenizer.encode(text)
+    assert theirs.decode(tokenizer.encode(text)) == text
+    prompt = theirs("the d", return_tensors="pt").input_ids
+    out = hf.generate(prompt, max_new_tokens=7, do_sample=False)[0].tolist()
+    ours = model.generate(np.asarray([tokenizer.encode("the d")]), 7, temperature=0)
+    assert out == ours[0].tolist()
 
 
 @pytest.mark.parametrize("tied", [True, False])

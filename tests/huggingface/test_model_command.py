@@ -36,9 +36,8 @@ def run(tmp_path_factory):
 
 def test_export_of_a_milestone_run_loads_in_transformers(run):
     root, output = run
-    assert (
-        f"wrote config.json, model.safetensors, tinytorch_tokenizer.json to {root / 'hf'}" in output
-    )
+    files = "config.json, model.safetensors, tinytorch_tokenizer.json, tokenizer.json"
+    assert f"wrote {files}, tokenizer_config.json to {root / 'hf'}" in output
     model, tokenizer = read_model(root / "gpt")
     hf = GPT2LMHeadModel.from_pretrained(root / "hf")
     ids = np.asarray([tokenizer.encode("the dog ran to th")[: model.max_seq_len]])

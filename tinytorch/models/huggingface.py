@@ -171,23 +171,73 @@ def from_gpt2_state_dict(config: dict, state: dict):
     return model
 
 
-def _write_atomic(path: Path, write) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
+def char_tokenizer_json(tokenizer) -> dict | None:
+    """A character tokenizer as Hugging Face `tokenizers` JSON (one token per character), or None.
+
+    AutoTokenizer then encodes and decodes as `tokenizer` does; a BPE tokenizer gets None and is
+    reloaded with tinytorch's BPETokenizer from TOKENIZER_FILE.
+    """
+    if not hasattr(tokenizer, "chars"):
+        return None
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Split",
+            "pattern": {"Regex": "[\\s\\S]"},  # every character, newlines included, on its own
+            "behavior": "Isolated",
+            "invert": False,
+        },
+        "post_processor": None,
+        "decoder": {"type": "Fuse"},  # concatenate the characters back, no spaces between
+        "model": {
+            "type": "WordLevel",
+            "vocab": {token: i for i, token in enumerate(tokenizer.vocab)},
+            "unk_token": "<unk>",
+        },
+    }
 
 
-def save_gpt2(model, folder, tokenizer=None) -> Path:
-    """Write `folder` as `save_pretrained` would (config.json, model.safetensors) + the tokenizer."""
+def _json_text(data: dict) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
+def save_gpt2(model, folder, tokenizer=None) -> list[str]:
+    """Write `folder` as `save_pretrained` would, plus the tokenizer; returns the file names.
+
+    config.json and model.safetensors always; with a tokenizer, TOKENIZER_FILE (tinytorch's own)
+    and, for a character tokenizer, tokenizer.json and tokenizer_config.json for AutoTokenizer.
+    """
     tensors, config = to_gpt2_state_dict(model), gpt2_config(model)
-    weights = _safetensors().save(tensors, metadata={"format": "pt"})  # the file's bytes
+    files = {
+        CONFIG_FILE: _json_text(config),
+        WEIGHTS_FILE: _safetensors().save(tensors, metadata={"format": "pt"}),  # the file's bytes
+    }
+    if tokenizer is not None:
+        files[TOKENIZER_FILE] = None  # written by tokenizer.save
+        described = char_tokenizer_json(tokenizer)
+        if described is not None:
+            files["tokenizer.json"] = _json_text(described)
+            files["tokenizer_config.json"] = _json_text({
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "clean_up_tokenization_spaces": False,  # decode gives back the text unchanged
+                "model_max_length": config["n_positions"],
+            })  # fmt: skip
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    _write_atomic(folder / WEIGHTS_FILE, lambda p: p.write_bytes(weights))
-    _write_atomic(folder / CONFIG_FILE, lambda p: p.write_text(json.dumps(config, indent=2) + "\n"))
-    if tokenizer is not None:
-        _write_atomic(folder / TOKENIZER_FILE, tokenizer.save)
-    return folder
+    for name, content in files.items():
+        tmp = folder / (name + ".tmp")  # written whole, then renamed: never half a file
+        if content is None:
+            tokenizer.save(tmp)
+        elif isinstance(content, bytes):
+            tmp.write_bytes(content)
+        else:
+            tmp.write_text(content, encoding="utf-8")
+        os.replace(tmp, folder / name)
+    return list(files)
 
 
 def load_gpt2(folder):

@@ -89,14 +89,12 @@ def export(
     if tokenizer is not None:
         tok = _read_tokenizer(tokenizer)
     try:
-        huggingface.save_gpt2(model, folder, tok)
+        written = huggingface.save_gpt2(model, folder, tok)
     except huggingface.UnsupportedArchitecture as err:
         raise TitoError(f"cannot export {checkpoint}: {err}") from None
     except ImportError as err:
         raise TitoError(str(err)) from None
-    files = [huggingface.CONFIG_FILE, huggingface.WEIGHTS_FILE]
-    files += [huggingface.TOKENIZER_FILE] if tok is not None else []
-    ok(f"wrote {', '.join(files)} to {folder}")
+    ok(f"wrote {', '.join(written)} to {folder}")
     console.print(
         f'[note]load it with GPT2LMHeadModel.from_pretrained("{folder}"); '
         "see docs/huggingface.md[/note]",
