@@ -12,7 +12,7 @@ from tito.console import console, ok
 from tito.errors import TitoError
 
 app = typer.Typer(
-    help="Export a trained GPT to Hugging Face (GPT2LMHeadModel) and import one back.",
+    help="Carry a trained GPT to Hugging Face (GPT-2 layout) and back.",
     no_args_is_help=True,
 )
 
