@@ -702,7 +702,7 @@ def gpt2_config(model) -> dict:
         "n_embd": c.embed_dim,
         "n_layer": c.num_layers,
         "n_head": c.num_heads,
-        "n_inner": model.blocks[0].mlp.linear1.weight.shape[1] if model.blocks else None,
+        "n_inner": model.blocks[0].mlp.linear1.weight.shape[1],  # mlp_ratio * embed_dim
         "activation_function": "gelu_new",
         "layer_norm_epsilon": LAYER_NORM_EPS,
         "tie_word_embeddings": model.lm_head is None,
