@@ -7,7 +7,7 @@ from transformers import GPT2LMHeadModel
 from typer.testing import CliRunner
 
 from tinytorch.models.transformer import GPT, load_model, save_model
-from tinytorch.text.tokenization import CharTokenizer
+from tinytorch.text.tokenization import BPETokenizer, CharTokenizer
 from tito.commands.model import read_model
 from tito.main import app
 
@@ -76,3 +76,26 @@ def test_a_missing_checkpoint_is_named(tmp_path):
     assert result.exit_code == 1
     assert f"error: no checkpoint at {tmp_path / 'nothing'}" in said(result)
     assert "tito milestone run gpt" in said(result)
+
+
+def test_a_save_model_file_exports_with_a_given_bpe_tokenizer(tmp_path):
+    tokenizer = BPETokenizer().train(PROSE, vocab_size=270)
+    tokenizer.save(tmp_path / "bpe.json")
+    model = GPT(tokenizer.vocab_size, 8, 1, 2, 8, tie_weights=True)
+    save_model(model, tmp_path / "gpt.npz")
+    args = [
+        str(tmp_path / "gpt.npz"),
+        str(tmp_path / "hf"),
+        "--tokenizer",
+        str(tmp_path / "bpe.json"),
+    ]
+    result = runner.invoke(app, ["model", "export", *args])
+    assert result.exit_code == 0, result.output
+    # BPE has no tokenizer.json: the folder holds tinytorch's own file for BPETokenizer.load
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tinytorch_tokenizer.json",
+    ]
+    again = BPETokenizer.load(tmp_path / "hf" / "tinytorch_tokenizer.json")
+    assert again.merges == tokenizer.merges
