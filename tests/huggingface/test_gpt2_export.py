@@ -145,8 +145,8 @@ def test_tokenizer_is_saved_beside_the_model(exported):
     assert out == ours[0].tolist()
 
 
-@pytest.mark.parametrize("tied", [True, False])
-def test_a_checkpoint_written_by_save_pretrained_loads_exactly(tmp_path, tied):
+@pytest.mark.parametrize("tied, shard", [(True, None), (False, None), (True, "4KB")])
+def test_a_checkpoint_written_by_save_pretrained_loads_exactly(tmp_path, tied, shard):
     torch.manual_seed(0)
     config = GPT2Config(
         vocab_size=19, n_positions=10, n_embd=12, n_layer=2, n_head=3,
@@ -156,7 +156,8 @@ def test_a_checkpoint_written_by_save_pretrained_loads_exactly(tmp_path, tied):
     with torch.no_grad():
         for p in hf.parameters():
             p.normal_(0, 0.3)  # biases and norms too, not only the initialised weights
-    hf.save_pretrained(tmp_path / "hf")
+    hf.save_pretrained(tmp_path / "hf", **({"max_shard_size": shard} if shard else {}))
+    assert (tmp_path / "hf" / "model.safetensors.index.json").exists() == bool(shard)
     model = load_gpt2(tmp_path / "hf")
     ids = np.arange(20).reshape(2, 10) % 19
     with torch.no_grad():
