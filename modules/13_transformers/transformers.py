@@ -33,8 +33,8 @@
 #    and `generate()`, which samples one token at a time and feeds it back in.
 #
 # The rest of the file (config presets, weight initialisation, a key/value cache, saving, the
-# PyTorch name mapping, parameter and memory arithmetic) is given: read it, it is what makes the
-# model practical.
+# PyTorch name mapping and the Hugging Face GPT-2 export, parameter and memory arithmetic) is given:
+# read it, it is what makes the model practical.
 
 # %%
 #| default_exp models.transformer
