@@ -70,6 +70,7 @@ MODULES: tuple[CourseModule, ...] = (
             "models.transformer",
             "models.seq2seq",
             "core.transformer",
+            "models.huggingface",
         ),
         (1, 2, 3, 4, 5, 6, 7, 11, 12),
         "tests/13_transformers",

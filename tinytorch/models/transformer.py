@@ -66,10 +66,18 @@ class GPTConfig:
 # The one table of model sizes: the milestones, the benchmark and the tests take theirs from here.
 # The character-level sizes have vocab_size 65 as a placeholder; a run sets its corpus's own.
 PRESETS: dict[str, GPTConfig] = {
-    "nano": GPTConfig(vocab_size=65, embed_dim=32, num_layers=2, num_heads=2, max_seq_len=16),
-    "tiny": GPTConfig(vocab_size=65, embed_dim=64, num_layers=2, num_heads=4, max_seq_len=64),
-    "small": GPTConfig(vocab_size=65, embed_dim=128, num_layers=4, num_heads=4, max_seq_len=64),
-    "medium": GPTConfig(vocab_size=65, embed_dim=256, num_layers=6, num_heads=8, max_seq_len=128),
+    "nano": GPTConfig(
+        vocab_size=65, embed_dim=32, num_layers=2, num_heads=2, max_seq_len=16, tie_weights=True
+    ),
+    "tiny": GPTConfig(
+        vocab_size=65, embed_dim=64, num_layers=2, num_heads=4, max_seq_len=64, tie_weights=True
+    ),
+    "small": GPTConfig(
+        vocab_size=65, embed_dim=128, num_layers=4, num_heads=4, max_seq_len=64, tie_weights=True
+    ),
+    "medium": GPTConfig(
+        vocab_size=65, embed_dim=256, num_layers=6, num_heads=8, max_seq_len=128, tie_weights=True
+    ),
     "gpt2-small": GPTConfig(50257, 768, 12, 12, max_seq_len=1024, tie_weights=True),
     "gpt2-medium": GPTConfig(50257, 1024, 24, 16, max_seq_len=1024, tie_weights=True),
     "gpt2-large": GPTConfig(50257, 1280, 36, 20, max_seq_len=1024, tie_weights=True),
