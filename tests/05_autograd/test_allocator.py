@@ -1,4 +1,4 @@
-"""The engine asks glibc to keep freed memory for reuse (module 01, `keep_freed_memory`)."""
+"""The engine asks glibc to keep freed memory for reuse (module 05, `keep_freed_memory`)."""
 
 import ctypes
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tinytorch.core.tensor import keep_freed_memory
+from tinytorch.core.autograd import keep_freed_memory
 
 
 def _has_mallopt() -> bool:
