@@ -17,7 +17,7 @@ import nbformat
 from tito import paths
 from tito.catalog import CourseModule
 from tito.errors import TitoError
-from tito.notebooks import BEGIN_SOLUTION, END_SOLUTION, directives
+from tito.notebooks import BEGIN_SOLUTION, END_SOLUTION, directives, parse_python
 
 HEADER = '''"""{title}, course module {number:02d}: `tinytorch.{dotted}`.
 
@@ -109,7 +109,7 @@ def render(notebook: nbformat.NotebookNode, module: CourseModule, origin: str) -
 def _own_docstring(body: str) -> tuple[str, str]:
     """A docstring the first exported cell opens with, and the body without it."""
     try:
-        first = ast.parse(body).body[0]
+        first = parse_python(body).body[0]
     except (SyntaxError, IndexError):
         return "", body
     if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
@@ -123,7 +123,7 @@ def _own_docstring(body: str) -> tuple[str, str]:
 def public_names(body: str) -> tuple[list[str], bool]:
     """The public top-level names `body` defines, in order, and whether it sets `__all__`."""
     try:
-        tree = ast.parse(body)
+        tree = parse_python(body)
     except SyntaxError:
         return [], True  # the student's code does not parse; the tests report where
     names = []
