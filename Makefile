@@ -5,7 +5,7 @@ PIP ?= $(PYTHON) -m pip
 .PHONY: install test lint check bench
 
 install:
-	$(PIP) install --quiet -e ".[grade,dev]"
+	$(PIP) install --quiet -e ".[grade,dev,hf]"
 
 lint:
 	ruff check .

@@ -86,6 +86,13 @@ MILESTONES: tuple[Milestone, ...] = (
         preset="small",
     ),
     Milestone(
+        "translate",
+        "Number words to digits with an encoder-decoder: alignment plots, pre- vs post-norm.",
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        entry="milestones.translate:run",
+        preset="tiny",
+    ),
+    Milestone(
         "scaling",
         "Parameter, memory and generation-speed reports from tiny to GPT-3 scale, no training.",
         _GPT_MODULES,

@@ -79,8 +79,8 @@ def check_reference(module: CourseModule, done: dict | None = None) -> list[str]
     record = done.get(module.number)
     package = paths.root() / "tinytorch"
     if record is not None and not record.files:  # recorded before tito kept hashes
-        mine = f"from {paths.notebook(module).relative_to(paths.root()).as_posix()};"
-        if all(mine in _first_line(package / rel) for rel in reference_files(module)):
+        mine = paths.notebook(module).relative_to(paths.root()).as_posix()
+        if all(_origin(package / rel) == mine for rel in reference_files(module)):
             return []
     if record is None or not record.files:
         return exporter.drift(reference_files(module), package)
@@ -96,11 +96,9 @@ def check_reference(module: CourseModule, done: dict | None = None) -> list[str]
     return diffs
 
 
-def _first_line(path: Path) -> str:
-    if not path.exists():
-        return ""
-    with open(path, encoding="utf-8") as handle:
-        return handle.readline()
+def _origin(path: Path) -> str | None:
+    """The source a package file says it was generated from (None if absent or unmarked)."""
+    return exporter.origin_of(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def installed_map(module: CourseModule):
@@ -230,7 +228,7 @@ def _hand_edits(module: CourseModule, files: dict[Path, str], origin: str) -> di
             continue
         current = target.read_text(encoding="utf-8")
         known = {text, reference.get(rel)}
-        if current in known or f"from {origin};" in current.partition("\n")[0]:
+        if current in known or exporter.origin_of(current) == origin:
             continue
         if record is not None and record.files.get(rel.as_posix()) == progress.digest(current):
             continue

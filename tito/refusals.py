@@ -8,9 +8,10 @@ sandbox (tito/sandbox.py) does not rely on it.
 from __future__ import annotations
 
 import ast
-import threading
 
 import nbformat
+
+from tito.notebooks import parse_python
 
 
 def _meta(cell) -> dict:
@@ -131,15 +132,9 @@ def _bad_call(node: ast.Call) -> str | None:
     return None
 
 
-# ast.parse is not thread-safe in CPython 3.11 (its recursion check is per interpreter), and
-# submissions are scored in threads with --jobs
-_PARSING = threading.Lock()
-
-
 def parse(code: str, strict: bool = False) -> ast.Module:
     try:
-        with _PARSING:
-            return ast.parse(code)
+        return parse_python(code)
     except SyntaxError:
         if strict:
             raise

@@ -133,7 +133,7 @@ class Function:
         fn = cls()
         needs = [t.requires_grad for t in tensors] if _GradMode.enabled else ()
         if not any(needs):  # no graph: generation runs through here once per operation
-            fn.needs_grad = _NOTHING_NEEDED[len(tensors)]
+            fn.needs_grad = (False,) * len(tensors)
             return Tensor(fn.forward(*[t.data for t in tensors], **kwargs))
         fn.needs_grad = tuple(needs)
         out = Tensor(fn.forward(*[t.data for t in tensors], **kwargs))
@@ -141,17 +141,6 @@ class Function:
         out.requires_grad = True
         out._ctx = fn
         return out
-
-
-class _NothingNeeded(dict):
-    """(False,) * n for every n, built once: `needs_grad` when no graph is recorded."""
-
-    def __missing__(self, n: int) -> tuple:
-        self[n] = (False,) * n
-        return self[n]
-
-
-_NOTHING_NEEDED = _NothingNeeded()
 
 
 def _broadcast_shape(op: str, a: np.ndarray, b: np.ndarray) -> tuple:
@@ -164,42 +153,6 @@ def _broadcast_shape(op: str, a: np.ndarray, b: np.ndarray) -> tuple:
             f"{op}: shapes {a.shape} and {b.shape} cannot be broadcast together; "
             "make the trailing dimensions equal or 1"
         ) from None
-
-
-# %% [markdown]
-# ## Memory the engine reuses
-#
-# A training step allocates the same large temporaries every time (activations, their gradients,
-# the scratch of each operation) and frees them again. glibc's `malloc` hands any block above a
-# moving threshold (128 KiB to begin with) straight to the kernel with `mmap`, and gives it back
-# on `free`: the next step's array of the same size then faults in every page again, zeroed by
-# the kernel. For arrays of a few MiB that costs more than the arithmetic on them (a GELU backward
-# on a (1024, 512) float32 array: 3.5 ms with fresh pages, 0.9 ms with reused ones).
-# `keep_freed_memory` asks glibc to serve blocks up to 32 MiB (its maximum) from its own heap and
-# to keep freed memory for reuse, as PyTorch's caching allocators do. It runs once when tinytorch
-# is imported; set `TINYTORCH_KEEP_FREED_MEMORY=0` to leave the allocator alone. Other platforms
-# and C libraries are left as they are.
-
-
-# %% nbgrader={"grade": false, "grade_id": "allocator", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export
-def keep_freed_memory(limit: int = 32 << 20) -> bool:
-    """Let glibc reuse freed blocks up to `limit` bytes instead of unmapping them (True if set)."""
-    import ctypes
-    import os
-    import sys
-
-    if not sys.platform.startswith("linux") or os.environ.get("TINYTORCH_KEEP_FREED_MEMORY") == "0":
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt  # glibc only; musl has no mallopt
-    except (OSError, AttributeError):
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    return bool(mallopt(m_mmap_threshold, limit)) and bool(mallopt(m_trim_threshold, 4 * limit))
-
-
-keep_freed_memory()
 
 
 # %% [markdown]
@@ -653,27 +606,15 @@ class Tensor:
         return GetItem.apply(self, index=_index(key))
 
     # --- comparisons (no gradient) -----------------------------------------------------------
-    def _compare(self, other, op):
-        other = other.data if isinstance(other, Tensor) else other
-        return Tensor(op(self.data, other))
+    def _comparison(op):
+        def compare(self, other):
+            return Tensor(op(self.data, other.data if isinstance(other, Tensor) else other))
 
-    def __eq__(self, other):
-        return self._compare(other, np.equal)
+        return compare
 
-    def __ne__(self, other):
-        return self._compare(other, np.not_equal)
-
-    def __lt__(self, other):
-        return self._compare(other, np.less)
-
-    def __le__(self, other):
-        return self._compare(other, np.less_equal)
-
-    def __gt__(self, other):
-        return self._compare(other, np.greater)
-
-    def __ge__(self, other):
-        return self._compare(other, np.greater_equal)
+    __eq__, __ne__ = _comparison(np.equal), _comparison(np.not_equal)
+    __lt__, __le__ = _comparison(np.less), _comparison(np.less_equal)
+    __gt__, __ge__ = _comparison(np.greater), _comparison(np.greater_equal)
 
     __hash__ = object.__hash__
 

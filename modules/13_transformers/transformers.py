@@ -33,16 +33,18 @@
 #    and `generate()`, which samples one token at a time and feeds it back in.
 #
 # The rest of the file (config presets, weight initialisation, a key/value cache, saving, the
-# PyTorch name mapping, parameter and memory arithmetic) is given: read it, it is what makes the
-# model practical.
+# PyTorch name mapping and the Hugging Face GPT-2 export, parameter and memory arithmetic) is given:
+# read it, it is what makes the model practical.
 
 # %%
 #| default_exp models.transformer
 
 # %% [markdown]
-# The imports of the model file come first. `LayerNorm` and `MLP` are written in this notebook
-# below and exported to their own package files; the model file imports them from there, but the
-# notebook (where `__name__` is `"__main__"`) skips that import and always runs your code.
+# The imports of the model files come first: the GPT's, then those of the encoder-decoder models
+# of section 9 (`tinytorch/models/seq2seq.py`). `LayerNorm`, `MLP` and the model classes are
+# written in this notebook below and exported to their own package files; the package files
+# import them from there, but the notebook (where `__name__` is `"__main__"`) skips those imports
+# and always runs your code.
 
 # %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export
@@ -64,19 +66,44 @@ if __name__ != "__main__":  # the package file; this notebook defines both below
     from tinytorch.nn.feedforward import MLP
     from tinytorch.nn.normalization import LayerNorm
 
+# %% nbgrader={"grade": false, "grade_id": "seq2seq-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export models.seq2seq
+"""Encoder-only and encoder-decoder transformers, built from the GPT's parts (section 9)."""
+
+import numpy as np
+
+from tinytorch.core.attention import KVCache, MultiHeadAttention, causal_mask
+from tinytorch.core.autograd import no_grad
+from tinytorch.core.embeddings import Embedding
+from tinytorch.core.layers import Linear, Module
+from tinytorch.core.tensor import ShapeError
+
+if __name__ != "__main__":  # the package file; this notebook defines these names below
+    from tinytorch.models.transformer import (
+        TransformerBlock,
+        _check_generate_args,
+        init_gpt2_weights,
+        sample_next,
+        token_ids_2d,
+    )
+    from tinytorch.nn.feedforward import MLP
+    from tinytorch.nn.normalization import LayerNorm
+
 # %% nbgrader={"grade": false, "grade_id": "reexport", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export core.transformer
 """The transformer family under its course path: `from tinytorch.core.transformer import GPT`."""
 
 if __name__ != "__main__":  # the package file only: in this notebook the names are defined below
+    from tinytorch.models.seq2seq import (  # noqa: F401
+        DecoderBlock,
+        Seq2SeqTransformer,
+        TransformerEncoder,
+    )
     from tinytorch.models.transformer import (  # noqa: F401
         GPT,
         PRESETS,
-        DecoderBlock,
         GPTConfig,
-        Seq2SeqTransformer,
         TransformerBlock,
-        TransformerEncoder,
         count_parameters,
         estimate_memory,
         estimate_parameters,
@@ -305,10 +332,18 @@ class GPTConfig:
 # The one table of model sizes: the milestones, the benchmark and the tests take theirs from here.
 # The character-level sizes have vocab_size 65 as a placeholder; a run sets its corpus's own.
 PRESETS: dict[str, GPTConfig] = {
-    "nano": GPTConfig(vocab_size=65, embed_dim=32, num_layers=2, num_heads=2, max_seq_len=16),
-    "tiny": GPTConfig(vocab_size=65, embed_dim=64, num_layers=2, num_heads=4, max_seq_len=64),
-    "small": GPTConfig(vocab_size=65, embed_dim=128, num_layers=4, num_heads=4, max_seq_len=64),
-    "medium": GPTConfig(vocab_size=65, embed_dim=256, num_layers=6, num_heads=8, max_seq_len=128),
+    "nano": GPTConfig(
+        vocab_size=65, embed_dim=32, num_layers=2, num_heads=2, max_seq_len=16, tie_weights=True
+    ),
+    "tiny": GPTConfig(
+        vocab_size=65, embed_dim=64, num_layers=2, num_heads=4, max_seq_len=64, tie_weights=True
+    ),
+    "small": GPTConfig(
+        vocab_size=65, embed_dim=128, num_layers=4, num_heads=4, max_seq_len=64, tie_weights=True
+    ),
+    "medium": GPTConfig(
+        vocab_size=65, embed_dim=256, num_layers=6, num_heads=8, max_seq_len=128, tie_weights=True
+    ),
     "gpt2-small": GPTConfig(50257, 768, 12, 12, max_seq_len=1024, tie_weights=True),
     "gpt2-medium": GPTConfig(50257, 1024, 24, 16, max_seq_len=1024, tie_weights=True),
     "gpt2-large": GPTConfig(50257, 1280, 36, 20, max_seq_len=1024, tie_weights=True),
@@ -618,6 +653,281 @@ def load_torch_state_dict(model: Module, state: dict) -> None:
 
 
 # %% [markdown]
+# ### Carrying a GPT to Hugging Face (given)
+#
+# Our pre-norm GPT with learned positions is GPT-2's architecture, so `transformers`'
+# `GPT2LMHeadModel` can run it unchanged once the weights are renamed and regrouped. GPT-2's layout
+# differs from ours in three ways: its attention keeps q, k and v in one fused `c_attn` matrix
+# `(C, 3C)` (ours are three `(C, C)` matrices side by side along the output axis); its `Conv1D`
+# layers store weights as `(in, out)`, as ours do, while its `lm_head` is an `nn.Linear`, `(out, in)`;
+# and its `lm_head` has no bias. The export writes what `save_pretrained` writes, `config.json` and
+# `model.safetensors`, with numpy and the `safetensors` package alone (the optional `hf` extra),
+# so `GPT2LMHeadModel.from_pretrained(folder)` loads it; `load_gpt2` reads such a folder back.
+# A model GPT-2 cannot express (post-norm, sinusoidal positions, a trained bias on an untied
+# `lm_head`) is refused with a one-line reason instead of being exported as something else.
+
+# %% nbgrader={"grade": false, "grade_id": "huggingface", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export models.huggingface
+"""A tinytorch GPT in Hugging Face's GPT-2 layout: `GPT2LMHeadModel.from_pretrained` reads it.
+
+`save_gpt2(model, folder, tokenizer)` writes config.json, model.safetensors and the tokenizer;
+`load_gpt2(folder)` rebuilds the tinytorch GPT. Only numpy and `safetensors` are used (the `hf`
+extra), and only when one of these functions is called; docs/huggingface.md is the guide.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from tinytorch.models import transformer
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILE = "tinytorch_tokenizer.json"  # CharTokenizer.load / BPETokenizer.load read it
+INSTALL_HINT = 'pip install "tinytorch-course[hf]" (pip install -e ".[hf]" in a clone)'
+GELU_TANH = ("gelu_new", "gelu_pytorch_tanh")  # GPT-2's GELU, tanh approximation, as ours
+LAYER_NORM_EPS = 1e-5  # our LayerNorm's default and GPT-2's
+
+
+class UnsupportedArchitecture(ValueError):
+    """A model option GPT-2 (or tinytorch, on the way back) cannot express; the message names it."""
+
+
+def _safetensors():
+    try:
+        import safetensors.numpy
+    except ImportError:
+        raise ImportError(
+            f"the Hugging Face export needs the safetensors package: {INSTALL_HINT}"
+        ) from None
+    return safetensors.numpy
+
+
+def check_gpt2_compatible(model) -> None:
+    """Raise UnsupportedArchitecture, naming the option, unless GPT-2 computes what `model` does."""
+    config = model.config
+    if not config.norm_first:
+        problem = "post-norm blocks (norm_first=False); GPT-2 normalises before each sub-layer"
+    elif config.position != "learned":
+        problem = f"position={config.position!r}; GPT-2 learns one vector per position"
+    elif model.lm_head is not None and np.any(model.lm_head.bias.data):
+        problem = (
+            "a trained bias on the untied output layer (lm_head.bias), which GPT-2's lm_head "
+            "lacks; train with tie_weights=True (GPT-2's own choice) to export"
+        )
+    elif {norm.eps for norm in _norms(model)} != {LAYER_NORM_EPS}:
+        problem = f"LayerNorm eps other than {LAYER_NORM_EPS} in some layers"
+    else:
+        return
+    raise UnsupportedArchitecture(f"GPT-2 cannot express {problem}")
+
+
+def _norms(model) -> list:
+    return [norm for b in model.blocks for norm in (b.ln1, b.ln2)] + [model.ln_f]
+
+
+def gpt2_config(model) -> dict:
+    """The config.json of `model` as a GPT2LMHeadModel (dropout off: ours has none)."""
+    check_gpt2_compatible(model)
+    c = model.config
+    return {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "vocab_size": c.vocab_size,
+        "n_positions": c.max_seq_len,
+        "n_embd": c.embed_dim,
+        "n_layer": c.num_layers,
+        "n_head": c.num_heads,
+        "n_inner": model.blocks[0].mlp.linear1.weight.shape[1],  # mlp_ratio * embed_dim
+        "activation_function": "gelu_new",
+        "layer_norm_epsilon": LAYER_NORM_EPS,
+        "tie_word_embeddings": model.lm_head is None,
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "attn_pdrop": 0.0,
+        "bos_token_id": None,  # GPT-2's 50256 lies outside a small vocabulary
+        "eos_token_id": None,
+        "scale_attn_weights": True,
+        "scale_attn_by_inverse_layer_idx": False,
+        "reorder_and_upcast_attn": False,
+        "initializer_range": 0.02,
+        "use_cache": True,
+        "dtype": "float32",
+    }
+
+
+def _layout(model):
+    """(GPT-2 name, our tensors in fused order, transposed?) for every GPT-2 weight."""
+    yield "transformer.wte.weight", [model.token_embedding.weight], False
+    yield "transformer.wpe.weight", [model.position_embedding.weight], False
+    for i, block in enumerate(model.blocks):
+        h, att, mlp = f"transformer.h.{i}.", block.attention, block.mlp
+        qkv = (att.q_proj, att.k_proj, att.v_proj)  # c_attn = [q | k | v] on the output axis
+        yield h + "ln_1.weight", [block.ln1.gamma], False
+        yield h + "ln_1.bias", [block.ln1.beta], False
+        yield h + "attn.c_attn.weight", [p.weight for p in qkv], False  # (C, 3C), (in, out)
+        yield h + "attn.c_attn.bias", [p.bias for p in qkv], False  # (3C,)
+        yield h + "attn.c_proj.weight", [att.out_proj.weight], False
+        yield h + "attn.c_proj.bias", [att.out_proj.bias], False
+        yield h + "ln_2.weight", [block.ln2.gamma], False
+        yield h + "ln_2.bias", [block.ln2.beta], False
+        yield h + "mlp.c_fc.weight", [mlp.linear1.weight], False
+        yield h + "mlp.c_fc.bias", [mlp.linear1.bias], False
+        yield h + "mlp.c_proj.weight", [mlp.linear2.weight], False
+        yield h + "mlp.c_proj.bias", [mlp.linear2.bias], False
+    yield "transformer.ln_f.weight", [model.ln_f.gamma], False
+    yield "transformer.ln_f.bias", [model.ln_f.beta], False
+    if model.lm_head is not None:
+        yield "lm_head.weight", [model.lm_head.weight], True  # nn.Linear: (vocab, C)
+
+
+def to_gpt2_state_dict(model) -> dict[str, np.ndarray]:
+    """Every weight under GPT2LMHeadModel's name and layout, float32 (tied: no lm_head entry)."""
+    check_gpt2_compatible(model)
+    out = {}
+    for name, tensors, transpose in _layout(model):
+        value = np.concatenate([t.data for t in tensors], axis=-1)
+        out[name] = np.ascontiguousarray(value.T if transpose else value, dtype=np.float32)
+    return out
+
+
+def _check_gpt2_config(config: dict) -> None:
+    settings = [
+        ("model_type", config.get("model_type"), "gpt2"),
+        ("activation_function", config.get("activation_function", "gelu_new"), GELU_TANH),
+        ("layer_norm_epsilon", config.get("layer_norm_epsilon", 1e-5), LAYER_NORM_EPS),
+        ("scale_attn_weights", config.get("scale_attn_weights", True), True),
+        ("scale_attn_by_inverse_layer_idx", config.get("scale_attn_by_inverse_layer_idx"), False),
+        ("add_cross_attention", config.get("add_cross_attention", False), False),
+    ]
+    for key, value, wanted in settings:
+        if value not in (wanted if isinstance(wanted, tuple) else (wanted, None)):
+            raise UnsupportedArchitecture(
+                f"tinytorch's GPT cannot express {key}={value!r} (it needs {wanted!r})"
+            )
+
+
+def from_gpt2_state_dict(config: dict, state: dict):
+    """A tinytorch GPT holding the weights of a GPT-2 config and state dict (arrays)."""
+    _check_gpt2_config(config)
+    embed_dim = config["n_embd"]
+    hidden = config.get("n_inner") or 4 * embed_dim
+    model = transformer.GPT(
+        config["vocab_size"], embed_dim, config["n_layer"], config["n_head"],
+        max_seq_len=config["n_positions"], mlp_ratio=hidden / embed_dim,
+        tie_weights=config.get("tie_word_embeddings", True),
+    )  # fmt: skip
+    if model.blocks and model.blocks[0].mlp.linear1.weight.shape[1] != hidden:
+        raise UnsupportedArchitecture(f"n_inner={hidden} is not a whole multiple of n_embd")
+    state = {k.removeprefix("transformer."): v for k, v in state.items()}
+    for name, tensors, transpose in _layout(model):
+        key = name.removeprefix("transformer.")
+        if key not in state:
+            raise KeyError(f"the GPT-2 checkpoint has no '{name}'; it is not a GPT-2 model")
+        value = np.asarray(state[key], dtype=np.float32)
+        parts = np.split(value.T if transpose else value, len(tensors), axis=-1)
+        for tensor, part in zip(tensors, parts, strict=True):
+            if part.shape != tensor.shape:
+                raise ValueError(
+                    f"'{name}' has shape {value.shape}, which does not fit config.json"
+                )
+            tensor.data[...] = part
+    if model.lm_head is not None:
+        model.lm_head.bias.data[...] = 0  # GPT-2's lm_head has no bias
+    return model
+
+
+def char_tokenizer_json(tokenizer) -> dict | None:
+    """A character tokenizer as Hugging Face `tokenizers` JSON (one token per character), or None.
+
+    AutoTokenizer then encodes and decodes as `tokenizer` does; a BPE tokenizer gets None and is
+    reloaded with tinytorch's BPETokenizer from TOKENIZER_FILE.
+    """
+    if not hasattr(tokenizer, "chars"):
+        return None
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Split",
+            "pattern": {"Regex": "[\\s\\S]"},  # every character, newlines included, on its own
+            "behavior": "Isolated",
+            "invert": False,
+        },
+        "post_processor": None,
+        "decoder": {"type": "Fuse"},  # concatenate the characters back, no spaces between
+        "model": {
+            "type": "WordLevel",
+            "vocab": {token: i for i, token in enumerate(tokenizer.vocab)},
+            "unk_token": "<unk>",
+        },
+    }
+
+
+def _json_text(data: dict) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
+def save_gpt2(model, folder, tokenizer=None) -> list[str]:
+    """Write `folder` as `save_pretrained` would, plus the tokenizer; returns the file names.
+
+    config.json and model.safetensors always; with a tokenizer, TOKENIZER_FILE (tinytorch's own)
+    and, for a character tokenizer, tokenizer.json and tokenizer_config.json for AutoTokenizer.
+    """
+    tensors, config = to_gpt2_state_dict(model), gpt2_config(model)
+    files = {
+        CONFIG_FILE: _json_text(config),
+        WEIGHTS_FILE: _safetensors().save(tensors, metadata={"format": "pt"}),  # the file's bytes
+    }
+    if tokenizer is not None:
+        files[TOKENIZER_FILE] = None  # written by tokenizer.save
+        described = char_tokenizer_json(tokenizer)
+        if described is not None:
+            files["tokenizer.json"] = _json_text(described)
+            files["tokenizer_config.json"] = _json_text({
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "clean_up_tokenization_spaces": False,  # decode gives back the text unchanged
+                "model_max_length": config["n_positions"],
+            })  # fmt: skip
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        tmp = folder / (name + ".tmp")  # written whole, then renamed: never half a file
+        if content is None:
+            tokenizer.save(tmp)
+        elif isinstance(content, bytes):
+            tmp.write_bytes(content)
+        else:
+            tmp.write_text(content, encoding="utf-8")
+        os.replace(tmp, folder / name)
+    return list(files)
+
+
+def load_gpt2(folder):
+    """The tinytorch GPT of a GPT-2 folder (config.json and model.safetensors, or its shards)."""
+    folder = Path(folder)
+    load_file = _safetensors().load_file
+    try:
+        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"cannot read {folder / CONFIG_FILE}: {err}") from None
+    index = folder / (WEIGHTS_FILE + ".index.json")  # sharded checkpoints list their files
+    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() \
+        else [WEIGHTS_FILE]  # fmt: skip
+    state = {}
+    for name in files:
+        if not (folder / name).is_file():
+            raise ValueError(f"{folder} has no {name}; save the model with safetensors")
+        state.update(load_file(folder / name))
+    return from_gpt2_state_dict(config, state)
+
+
+# %% [markdown]
 # ## 8. Counting parameters and memory
 #
 # Per block: attention has four `C x C` projections (`4C²`), the MLP two `C x 4C` ones (`8C²`),
@@ -692,41 +1002,70 @@ def estimate_memory(config: GPTConfig, batch_size: int, seq_len: int) -> dict[st
 # (`memory`). The decoder stays causal in its own self-attention, so it can still generate.
 # Sources of unequal length are padded to one width; module 12's `padding_mask` then hides the
 # padded positions from the encoder's self-attention and from the decoder's cross-attention.
+#
+# **Decoding with a cache.** The source does not change while the target is written, so
+# `generate` runs the encoder once. Each decoder block then keeps two `KVCache`s: one grows by one
+# position per step (its own causal self-attention, as in GPT), the other holds the memory's keys
+# and values, projected on the first step and reused on every later one. Every step runs the
+# decoder on the newest token only; the result equals running the full decoder again each step.
+# `norm_first=False` builds the post-norm blocks of the 2017 paper throughout, as in GPT.
 
 
 # %% nbgrader={"grade": false, "grade_id": "seq2seq", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export
+#| export models.seq2seq
 class DecoderBlock(Module):
-    """Causal self-attention, cross-attention over the encoder output, and an MLP (pre-norm)."""
+    """Causal self-attention, cross-attention over the encoder output, and an MLP.
 
-    def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: float = 4):
+    `norm_first=True` (default) is pre-norm; `False` normalises after each residual addition.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: float = 4, norm_first=True):
         self.self_attention = MultiHeadAttention(embed_dim, num_heads)  # checks the head count
         self.ln1 = LayerNorm(embed_dim)
         self.cross_attention = MultiHeadAttention(embed_dim, num_heads)
         self.ln_cross = LayerNorm(embed_dim)
         self.mlp = MLP(embed_dim, hidden_dim=int(embed_dim * mlp_ratio))
         self.ln2 = LayerNorm(embed_dim)
+        self.norm_first = norm_first
 
-    def forward(self, x, memory, mask=None, memory_mask=None):
-        x = x + self.self_attention(self.ln1(x), mask)  # (B, T, C)
-        q = self.ln_cross(x)
-        x = x + self.cross_attention(q, key=memory, value=memory, mask=memory_mask)  # (B, T, C)
-        return x + self.mlp(self.ln2(x))
+    def forward(self, x, memory, mask=None, memory_mask=None, cache=None):
+        """(B, T, C) -> (B, T, C). `cache` is this block's (self, cross) pair of KVCaches."""
+        self_cache, cross_cache = (None, None) if cache is None else cache
+        cross = dict(key=memory, value=memory, mask=memory_mask, cache=cross_cache)
+        if self.norm_first:
+            x = x + self.self_attention(self.ln1(x), mask, cache=self_cache)  # (B, T, C)
+            x = x + self.cross_attention(self.ln_cross(x), **cross)  # (B, T, C)
+            return x + self.mlp(self.ln2(x))
+        x = self.ln1(x + self.self_attention(x, mask, cache=self_cache))
+        x = self.ln_cross(x + self.cross_attention(x, **cross))
+        return self.ln2(x + self.mlp(x))
+
+
+def _check_length(seq_len: int, max_seq_len: int, what: str) -> None:
+    if seq_len > max_seq_len:
+        raise ShapeError(
+            f"{what} of {seq_len} positions exceeds max_seq_len={max_seq_len}; build the model "
+            f"with a larger max_seq_len or shorten the {what}"
+        )
 
 
 class TransformerEncoder(Module):
     """Encoder-only stack: tokens (B, S) -> contextual vectors (B, S, C), no causal mask."""
 
-    def __init__(self, vocab_size, embed_dim, num_layers, num_heads, max_seq_len=512):
+    def __init__(self, vocab_size, embed_dim, num_layers, num_heads, max_seq_len=512,
+                 norm_first=True):  # fmt: skip
         self.vocab_size, self.max_seq_len = vocab_size, max_seq_len
         self.token_embedding = Embedding(vocab_size, embed_dim)
         self.position_embedding = Embedding(max_seq_len, embed_dim)
-        self.blocks = [TransformerBlock(embed_dim, num_heads) for _ in range(num_layers)]
+        self.blocks = [
+            TransformerBlock(embed_dim, num_heads, norm_first=norm_first) for _ in range(num_layers)
+        ]
         self.ln_f = LayerNorm(embed_dim)
         init_gpt2_weights(self, num_layers)
 
     def forward(self, tokens, mask=None):
         ids = token_ids_2d(tokens, self.vocab_size)  # (B, S)
+        _check_length(ids.shape[1], self.max_seq_len, "source")
         x = self.token_embedding(ids) + self.position_embedding(np.arange(ids.shape[1])[None])
         for block in self.blocks:
             x = block(x, mask=mask)  # a padding mask, or None: every position sees every other
@@ -736,36 +1075,77 @@ class TransformerEncoder(Module):
 class Seq2SeqTransformer(Module):
     """Encoder-decoder: source (B, S) and target prefix (B, T) -> target logits (B, T, vocab)."""
 
-    def __init__(self, vocab_size, embed_dim, num_layers, num_heads, max_seq_len=512):
+    def __init__(self, vocab_size, embed_dim, num_layers, num_heads, max_seq_len=512,
+                 norm_first=True):  # fmt: skip
         self.vocab_size, self.max_seq_len = vocab_size, max_seq_len
-        self.encoder = TransformerEncoder(vocab_size, embed_dim, num_layers, num_heads, max_seq_len)
+        self.encoder = TransformerEncoder(
+            vocab_size, embed_dim, num_layers, num_heads, max_seq_len, norm_first
+        )
         self.token_embedding = Embedding(vocab_size, embed_dim)
         self.position_embedding = Embedding(max_seq_len, embed_dim)
-        self.blocks = [DecoderBlock(embed_dim, num_heads) for _ in range(num_layers)]
+        self.blocks = [
+            DecoderBlock(embed_dim, num_heads, norm_first=norm_first) for _ in range(num_layers)
+        ]
         self.ln_f = LayerNorm(embed_dim)
         self.lm_head = Linear(embed_dim, vocab_size)
         init_gpt2_weights(self, num_layers)
 
     def forward(self, source, target, source_mask=None):
         """`source_mask` (padding_mask of the source lengths) hides padded source positions."""
-        memory = self.encoder(source, mask=source_mask)  # (B, S, C)
+        return self.decode(target, self.encode(source, source_mask), source_mask)
+
+    def encode(self, source, source_mask=None):
+        """The encoder's output (B, S, C): the `memory` every decoder block attends to."""
+        return self.encoder(source, mask=source_mask)
+
+    def new_cache(self) -> list[tuple[KVCache, KVCache]]:
+        """A (self-attention, cross-attention) pair of empty KVCaches per decoder block."""
+        return [(KVCache(), KVCache()) for _ in self.blocks]
+
+    def decode(self, target, memory, memory_mask=None, cache=None):
+        """Logits (B, T, vocab). With `cache` (new_cache()), `target` continues its positions."""
         ids = token_ids_2d(target, self.vocab_size)  # (B, T)
         seq_len = ids.shape[1]
-        x = self.token_embedding(ids) + self.position_embedding(np.arange(seq_len)[None])
-        mask = causal_mask(seq_len)  # the decoder stays causal
-        for block in self.blocks:
-            x = block(x, memory, mask=mask, memory_mask=source_mask)
+        past = 0 if cache is None else len(cache[0][0])
+        _check_length(past + seq_len, self.max_seq_len, "target")
+        positions = np.arange(past, past + seq_len)[None]  # (1, T)
+        x = self.token_embedding(ids) + self.position_embedding(positions)  # (B, T, C)
+        # causal over the cached and new positions; one new query may see them all: no mask
+        mask = None if seq_len == 1 else causal_mask(seq_len, past_len=past)
+        for i, block in enumerate(self.blocks):
+            x = block(x, memory, mask=mask, memory_mask=memory_mask,
+                      cache=None if cache is None else cache[i])  # fmt: skip
         return self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
 
     @no_grad()
-    def generate(
-        self, source, start_token: int, max_new_tokens: int, source_mask=None
-    ) -> np.ndarray:
-        """Greedy decoding: (B, 1 + max_new_tokens) ids beginning with `start_token`."""
-        out = np.full((len(np.asarray(getattr(source, "data", source))), 1), start_token)
+    def generate(self, source, start_token: int, max_new_tokens: int, source_mask=None, *,
+                 temperature=0.0, top_k=None, seed=None, use_cache=True,
+                 stop_token=None) -> np.ndarray:  # fmt: skip
+        """(B, 1 + new) ids beginning with `start_token`; greedy unless temperature > 0.
+
+        The encoder runs once. `use_cache` (default) decodes one new position per step with
+        KV caches, with the same result as re-running the decoder on the whole prefix. Once every
+        row has produced `stop_token` generation ends early (finished rows repeat it).
+        """
+        _check_generate_args(max_new_tokens, temperature, top_k, self.vocab_size, stop_token)
+        _check_length(1 + max_new_tokens, self.max_seq_len, "target")
+        memory = self.encode(source, source_mask)  # (B, S, C), computed once
+        out = np.full((memory.shape[0], 1), start_token)
+        token_ids_2d(out, self.vocab_size)  # start_token must be a token id
+        rng = np.random.default_rng(seed)
+        cache = self.new_cache() if use_cache else None
+        stopped = np.zeros(len(out), dtype=bool)
         for _ in range(max_new_tokens):
-            logits = self.forward(source, out, source_mask).data[:, -1]  # (B, V)
-            out = np.concatenate([out, logits.argmax(-1)[:, None]], axis=1)
+            # the newest token through the cached decoder, or the whole prefix without a cache
+            step = out[:, -1:] if use_cache else out
+            logits = self.decode(step, memory, source_mask, cache).data[:, -1]  # (B, V)
+            next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
+            if stop_token is not None:
+                next_ids = np.where(stopped, stop_token, next_ids)
+                stopped |= next_ids == stop_token
+            out = np.concatenate([out, next_ids[:, None]], axis=1)
+            if stopped.all():
+                break
         return out
 
 

@@ -81,6 +81,7 @@ def test_parameter_counts_agree_with_the_model(finished):
         cfg["num_layers"],
         cfg["num_heads"],
         cfg["max_seq_len"],
+        tie_weights=cfg["tie_weights"],  # the presets tie the output layer, as GPT-2 does
     )
     params = summary["parameters"]
     assert params["total"] == count_parameters(model) == sum(params["by_component"].values())

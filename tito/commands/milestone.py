@@ -41,7 +41,7 @@ def list_milestones() -> None:
 
 @app.command()
 def run(
-    name: Annotated[str, typer.Argument(help="gpt, attention or scaling.")],
+    name: Annotated[str, typer.Argument(help="gpt, attention, translate or scaling.")],
     quick: Annotated[
         bool, typer.Option("--quick", help="A smaller model and run: about 10 s on 2 cores.")
     ] = False,

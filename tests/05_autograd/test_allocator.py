@@ -1,4 +1,4 @@
-"""The engine asks glibc to keep freed memory for reuse (module 01, `keep_freed_memory`)."""
+"""The engine asks glibc to keep freed memory for reuse (module 05, `keep_freed_memory`)."""
 
 import ctypes
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tinytorch.core.tensor import keep_freed_memory
+from tinytorch.core.autograd import keep_freed_memory
 
 
 def _has_mallopt() -> bool:
@@ -29,7 +29,7 @@ def test_opt_out_by_environment(monkeypatch):
 @pytest.mark.skipif(not _has_mallopt(), reason="glibc's mallopt is Linux-only")
 def test_a_freed_array_of_a_few_mib_is_reused_not_refaulted():
     code = (
-        "import resource, numpy as np, tinytorch.core.tensor\n"
+        "import resource, numpy as np, tinytorch.core.autograd\n"
         "a = np.ones(1 << 20, np.float32); del a\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
         "for _ in range(20):\n"
