@@ -247,8 +247,7 @@ def blas_threads() -> int:
         import threadpoolctl
 
         found = threadpoolctl.ThreadpoolController().select(user_api="blas").lib_controllers
-        numpys = [c for c in found if "numpy" in c.filepath]  # not another library's BLAS
-        _workers["blas"] = (numpys or found or [None])[0]
+        _workers["blas"] = found[0] if found else None
     blas = _workers["blas"]
     return blas.get_num_threads() if blas is not None else 1
 
