@@ -231,73 +231,7 @@ def tanh(x) -> Tensor:
 
 def gelu(x) -> Tensor:
     """GELU, tanh approximation (PyTorch's `gelu(x, approximate="tanh")`)."""
-    x = _tensor(x)
-    if x.size >= SPLIT_MIN_SIZE and x.dtype.kind == "f" and blas_threads() > 1:
-        return InHalves.apply(x, fn=GELUFunction)  # large MLP activations: both cores
-    return GELUFunction.apply(x)
-
-
-SPLIT_MIN_SIZE = 1 << 18  # below about a MiB, waking a second thread costs more than it saves
-_workers: dict = {}
-
-
-def blas_threads() -> int:
-    """How many threads numpy's BLAS may use now (threadpoolctl): the engine's thread budget."""
-    if "blas" not in _workers:
-        import threadpoolctl
-
-        found = threadpoolctl.ThreadpoolController().select(user_api="blas").lib_controllers
-        _workers["blas"] = found[0] if found else None
-    blas = _workers["blas"]
-    return blas.get_num_threads() if blas is not None else 1
-
-
-def _second_thread():
-    if "pool" not in _workers:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _workers["pool"] = ThreadPoolExecutor(1, thread_name_prefix="tinytorch")
-    return _workers["pool"]
-
-
-def _both_halves(work, size: int) -> None:
-    """work(lo, hi) on [0, size/2) in a second thread and [size/2, size) in this one."""
-    mid = size // 2
-    first = _second_thread().submit(work, 0, mid)
-    work(mid, size)
-    first.result()
-
-
-class InHalves(Function):
-    """An elementwise Function run on the two halves of a large input at once, one thread each.
-
-    numpy's ufuncs release the GIL, so while BLAS may use two threads the halves use both cores;
-    each half has its own instance of `fn`, which keeps what its backward needs.
-    """
-
-    def forward(self, x, fn):
-        flat = np.ascontiguousarray(x).reshape(-1)
-        self.shape, self.parts = x.shape, {}
-        out = np.empty_like(flat)
-
-        def work(lo, hi):
-            part = fn()
-            part.needs_grad = self.needs_grad
-            out[lo:hi] = part.forward(flat[lo:hi])
-            self.parts[lo] = part
-
-        _both_halves(work, flat.size)
-        return out.reshape(self.shape)
-
-    def backward(self, grad):
-        flat = np.ascontiguousarray(grad).reshape(-1)
-        out = np.empty_like(flat)
-
-        def work(lo, hi):
-            out[lo:hi] = self.parts[lo].backward(flat[lo:hi])[0]
-
-        _both_halves(work, flat.size)
-        return (out.reshape(self.shape),)
+    return GELUFunction.apply(_tensor(x))
 
 
 def softmax(x, axis: int = -1) -> Tensor:
