@@ -19,11 +19,6 @@ LIBRARIES = ("tinytorch", "torch")
 THREAD_CHOICES = (1, 2)
 LR, WEIGHT_DECAY = 1e-3, 0.01
 PROMPT_LEN = 16
-# numpy's OpenBLAS keeps its idle worker threads spinning for 2**28 cycles (about 0.1 s) after
-# every BLAS call; 2**4 lets them sleep at once, so between GEMMs the second core is free for the
-# elementwise work (train small at 2 threads: 126-138 -> 92 ms of CPU per step, 63-68 -> 60 ms).
-# It must be in the environment before numpy is imported: the tinytorch processes start with it.
-BLAS_ENV = {"OPENBLAS_THREAD_TIMEOUT": "4"}
 GEN_CONTEXT = 256  # generation models hold prompt + 200 new tokens: the window never slides
 
 

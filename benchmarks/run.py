@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks.common import BLAS_ENV, LIBRARIES, ROOT, THREAD_CHOICES, Row, summary
+from benchmarks.common import LIBRARIES, ROOT, THREAD_CHOICES, Row, summary
 
 FULL = [
     (Row("train_small", "train", "small", batch=16, seq_len=64, steps=5, warmup=2), 5),
@@ -44,8 +44,6 @@ def child(library: str, threads: int, row: Row) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.child", library, str(threads), json.dumps(asdict(row))]
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
-    if library == "tinytorch":
-        env = {**BLAS_ENV, **env}  # a setting the caller exported wins
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"benchmark child {library} {row.key} failed:\n{done.stderr[-2000:]}")
