@@ -92,48 +92,6 @@ def _mask_array(mask, scores_shape: tuple, dtype, hint: str = "") -> np.ndarray 
     return values.astype(dtype, copy=False)
 
 
-SPLIT_MIN_SCORES = 1 << 17  # below this many scores a second thread costs more than it saves
-_engine: dict = {}
-
-
-def blas_threads() -> int:
-    """How many threads numpy's BLAS may use now (threadpoolctl): the engine's thread budget."""
-    if "blas" not in _engine:
-        import threadpoolctl
-
-        found = threadpoolctl.ThreadpoolController().select(user_api="blas").lib_controllers
-        numpys = [c for c in found if "numpy" in c.filepath]  # not another library's BLAS
-        _engine["blas"] = (numpys or found or [None])[0]
-    blas = _engine["blas"]
-    return blas.get_num_threads() if blas is not None else 1
-
-
-def in_two_threads(work) -> list:
-    """[work(0), work(1)], work(0) in a second thread: numpy releases the GIL in its kernels."""
-    if "pool" not in _engine:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _engine["pool"] = ThreadPoolExecutor(1, thread_name_prefix="tinytorch")
-    first = _engine["pool"].submit(work, 0)
-    second = work(1)
-    return [first.result(), second]
-
-
-def _batch_halves(qkv: tuple, mask) -> list | None:
-    """A packed (3, B, ...) input and its mask as two batch halves, when two threads pay off."""
-    if len(qkv) != 1 or qkv[0].ndim < 4 or qkv[0].shape[1] < 2:
-        return None
-    packed = qkv[0]
-    if np.prod(packed.shape[1:-1]) * packed.shape[-2] < SPLIT_MIN_SCORES or blas_threads() < 2:
-        return None
-    batch = packed.shape[1]
-    mid = batch // 2
-    per_row = mask is not None and mask.ndim == packed.ndim - 1 and mask.shape[0] == batch
-    return [
-        (packed[:, lo:hi], mask[lo:hi] if per_row else mask) for lo, hi in ((0, mid), (mid, batch))
-    ]
-
-
 # %% [markdown]
 # ## Masks
 #
@@ -208,14 +166,8 @@ def _softmax_rows(scores: np.ndarray) -> np.ndarray:
 class Attention(Function):
     """softmax(q kᵀ / sqrt(d) + mask) v as one node; inputs q, k, v or one packed (3, ...)."""
 
-    halves = None  # with two threads: one Attention per batch half, each run in its own thread
-    may_split = True
-
     def forward(self, *qkv, mask=None, weights_out=None):
         self.packed = len(qkv) == 1
-        parts = _batch_halves(qkv, mask) if self.may_split else None
-        if parts is not None:
-            return self._forward_halves(parts, weights_out)
         q, k, v = qkv[0] if self.packed else qkv  # k, v may be views of a KVCache
         self.scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
         ### BEGIN SOLUTION
@@ -231,11 +183,6 @@ class Attention(Function):
         return out
 
     def backward(self, grad):
-        if self.halves is not None:
-            mid = len(self.halves[0].out)
-            pieces = (grad[:mid], grad[mid:])
-            grads = in_two_threads(lambda i: self.halves[i].backward(pieces[i])[0])
-            return (np.concatenate(grads, axis=1),)
         q, k, v, w = self.q, self.k, self.v, self.weights
         need_q, need_k, need_v = (self.needs_grad * 3) if self.packed else self.needs_grad
         dq = dk = dv = None
@@ -255,20 +202,6 @@ class Attention(Function):
         if self.packed:  # one packed input, one packed gradient
             return (np.array([dq, dk, dv]),)
         return dq, dk, dv
-
-    def _forward_halves(self, parts: list, weights_out) -> np.ndarray:
-        self.halves = [Attention(), Attention()]
-        for half in self.halves:
-            half.needs_grad, half.may_split = self.needs_grad, False
-
-        def work(i):
-            packed, mask = parts[i]
-            return self.halves[i].forward(packed, mask=mask)
-
-        out = np.concatenate(in_two_threads(work))
-        if weights_out is not None:
-            weights_out.append(np.concatenate([half.weights for half in self.halves]))
-        return out
 
 
 # %% [markdown]
