@@ -117,3 +117,16 @@ def test_without_bubblewrap_autograde_refuses_in_one_line(monkeypatch, tmp_path)
             grading.autograde(tmp_path, find(1))
     finally:
         sandbox.unavailable.cache_clear()
+
+
+def test_a_python_installed_under_tmp_stays_visible(monkeypatch, tmp_path):
+    """A venv in /tmp (numpy in /tmp/venv/lib/...) is bound after the sandbox's empty /tmp,
+    not hidden by it: the graded code must import the grader's own numpy."""
+    venv = tmp_path / "venv" / "lib" / "site-packages"
+    venv.mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "_readable_dirs", lambda: [str(venv)])
+    argv = sandbox._argv(Path("/bwrap"), tmp_path / "folder")
+    tmpfs = argv.index("--tmpfs")
+    assert argv[tmpfs + 1] == "/tmp"
+    bind = [i for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 1] == str(venv)]
+    assert bind and bind[0] > tmpfs
