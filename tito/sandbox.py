@@ -112,10 +112,12 @@ def _argv(binary: Path, folder: Path) -> list[str]:
     argv = [str(binary), "--die-with-parent", "--unshare-all", "--new-session", "--cap-drop", "ALL"]
     for path in SYSTEM_DIRS:
         argv += ["--ro-bind-try", path, path]
+    # the empty /tmp first: a Python or venv that lives under /tmp is bound over it, not hidden
+    argv += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
     for path in _readable_dirs():
         argv += ["--ro-bind", path, path]
     argv += ["--ro-bind", str(folder), MOUNT, "--proc", "/proc", "--dev", "/dev"]
-    argv += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
+    argv += ["--chdir", "/tmp", "--clearenv"]
     for key, value in ENV.items():
         argv += ["--setenv", key, value]
     return argv + ["--", str(Path(sys.executable).resolve())]

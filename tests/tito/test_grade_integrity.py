@@ -9,13 +9,13 @@ with two jobs, and the tests read the outcomes.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
+from processes import running
 from typer.testing import CliRunner
 
 from tito import course as course_folder
@@ -168,19 +168,6 @@ def digest(paths_: list[Path]) -> dict[str, str]:
     return {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
 
 
-def leftover_processes(marker: str) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline:
-                found.append(cmdline)
-    return found
-
-
 @dataclass
 class Graded:
     course: Path
@@ -266,8 +253,8 @@ def test_course_package_and_other_students_are_byte_identical(graded, number):
     result = graded[number]
     assert result.before == result.after
     assert any("gradebook" not in f and "decoy.db" in f for f in result.after) or number == 1
-    assert leftover_processes("check_runner") == []
-    assert leftover_processes("sleep 900") == []
+    assert running("check_runner") == []
+    assert running("sleep 900") == []
 
 
 def test_each_failure_names_its_real_cause_and_cell(graded):

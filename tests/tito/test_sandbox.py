@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import running
 
 from tito import course as course_folder
 from tito import grading, paths, sandbox
@@ -68,19 +69,6 @@ def test_course_repository_and_home_are_invisible_and_the_folder_read_only(tmp_p
     assert (course / "gradebook.db").read_bytes() == b"grades"
 
 
-def _alive(marker: str) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline:
-                found.append(cmdline)
-    return found
-
-
 def test_no_process_outlives_the_sandbox(tmp_path):
     done = run(
         tmp_path,
@@ -91,7 +79,7 @@ def test_no_process_outlives_the_sandbox(tmp_path):
     )
     assert "started" in done.output
     time.sleep(0.2)
-    assert _alive("sleep 901.25") == [] and _alive("sleep 902.5") == []
+    assert running("sleep 901.25") == [] and running("sleep 902.5") == []
 
 
 def test_runaway_ignoring_signals_is_stopped_in_time(tmp_path):
@@ -107,7 +95,7 @@ def test_runaway_ignoring_signals_is_stopped_in_time(tmp_path):
     )
     assert time.perf_counter() - start < 4
     assert done.ending() == "stopped after 1 s (timeout)"
-    assert _alive("/grade/script.py") == []
+    assert running("/grade/script.py") == []
 
 
 def test_exit_status_and_signals_are_named(tmp_path):
@@ -129,3 +117,16 @@ def test_without_bubblewrap_autograde_refuses_in_one_line(monkeypatch, tmp_path)
             grading.autograde(tmp_path, find(1))
     finally:
         sandbox.unavailable.cache_clear()
+
+
+def test_a_python_installed_under_tmp_stays_visible(monkeypatch, tmp_path):
+    """A venv in /tmp (numpy in /tmp/venv/lib/...) is bound after the sandbox's empty /tmp,
+    not hidden by it: the graded code must import the grader's own numpy."""
+    venv = tmp_path / "venv" / "lib" / "site-packages"
+    venv.mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "_readable_dirs", lambda: [str(venv)])
+    argv = sandbox._argv(Path("/bwrap"), tmp_path / "folder")
+    tmpfs = argv.index("--tmpfs")
+    assert argv[tmpfs + 1] == "/tmp"
+    bind = [i for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 1] == str(venv)]
+    assert bind and bind[0] > tmpfs
