@@ -43,7 +43,12 @@ MODULES: tuple[CourseModule, ...] = (
         6, "optimizers", "Optimizers", ("core.optimizers",), (1, 3, 5), "tests/06_optimizers"
     ),
     CourseModule(
-        7, "training", "Training", ("core.training",), (1, 2, 3, 4, 5, 6), "tests/07_training"
+        7,
+        "training",
+        "Training",
+        ("core.training", "core.parallel"),
+        (1, 2, 3, 4, 5, 6),
+        "tests/07_training",
     ),
     CourseModule(8, "dataloader", "DataLoader", ("data.loader",), (1,), "tests/08_dataloader"),
     CourseModule(

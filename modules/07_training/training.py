@@ -209,6 +209,151 @@ class Trainer:
 
 
 # %% [markdown]
+# ## Two cores, one batch: data parallelism (given)
+#
+# numpy runs one operation at a time on one core, apart from the matrix products its BLAS can
+# spread over threads; the softmaxes, GELUs and layer norms in between use one core. A batch,
+# though, is many independent rows. `DataParallel` splits it: each worker thread runs forward and
+# backward on its slice, through a copy of the model that shares the weight arrays but keeps its
+# own `.grad`, and the gradients are summed at the end. Python's GIL lets one thread run Python at
+# a time, but numpy lets go of it inside every kernel, so the slices really do run side by side.
+#
+# The sum equals the full batch's gradient because the loss is a mean: slice `i` with `n_i` of the
+# `N` rows starts its backward from `n_i / N` instead of 1. That holds for losses that average
+# over rows weighing the same, such as cross-entropy over `(B, T)` targets; a loss that ignores
+# some targets (padding) would need its own weights. Dropout draws its masks from numpy's global
+# generator, in an order that would change from run to run with threads, so a model with active
+# dropout is refused.
+#
+# The GPT milestone trains through it: `DataParallel(model, workers=2)`, then `optimizer.step()`
+# as always. This code is given; read it, you do not write it.
+
+
+# %% nbgrader={"grade": false, "grade_id": "data-parallel", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export core.parallel
+"""Data parallelism over threads: one batch, split into slices that train side by side."""
+
+import copy
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from tinytorch.core.layers import Dropout, Module
+from tinytorch.core.tensor import ShapeError, Tensor
+
+
+def _rows(a):
+    """The array whose first axis is the batch (a Tensor's data, or the array itself)."""
+    return a.data if isinstance(a, Tensor) else np.asarray(a)
+
+
+def _take(a, start: int, stop: int):
+    """Rows start:stop of `a`, as the same kind of object (Tensor or array)."""
+    return Tensor(a.data[start:stop]) if isinstance(a, Tensor) else np.asarray(a)[start:stop]
+
+
+class DataParallel:
+    """Forward and backward of a batch split over `workers` threads, gradients summed.
+
+    `backward(loss_fn, x, y)` leaves in every parameter's `.grad` what
+    `loss_fn(model(x), y).backward()` would (up to float rounding) and returns the loss as a float.
+    Each worker uses one BLAS thread while it runs.
+    """
+
+    def __init__(self, model: Module, workers: int = 2):
+        if not isinstance(model, Module):
+            raise TypeError(f"DataParallel needs a Module, got {type(model).__name__}")
+        if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+            raise ValueError(f"DataParallel: workers must be an integer >= 1, got {workers!r}")
+        self.model, self.workers = model, int(workers)
+        self._copies: list[tuple[Module, list]] = []  # per extra worker: (module, its parameters)
+        self._params: list[Tensor] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_size = 0
+        self._blas = None
+
+    def _check_dropout(self) -> None:
+        for m in self.model.modules():
+            if isinstance(m, Dropout) and m.training and m.p > 0:
+                raise ValueError(
+                    f"DataParallel cannot split a model with active {m!r}: its masks come from "
+                    "numpy's global generator in an order threads would change; use workers=1"
+                )
+
+    def _sync(self, count: int) -> None:
+        """`count` copies of the model that share its weight arrays, each with its own grads."""
+        params = self.model.parameters()
+        if [id(p) for p in params] != [id(p) for p in self._params]:
+            self._copies, self._params = [], params  # a new model structure: copy afresh
+        while len(self._copies) < count:
+            shared = {id(p.data): p.data for p in params}
+            clone = copy.deepcopy(self.model, shared)
+            self._copies.append((clone, clone.parameters()))
+        modes = [m.training for m in self.model.modules()]
+        for clone, cloned in self._copies[:count]:
+            for p, c in zip(params, cloned):
+                c.data, c.grad, c.requires_grad = p.data, None, p.requires_grad
+            for m, mode in zip(clone.modules(), modes):
+                m.training = mode
+
+    def _one_blas_thread(self):
+        if self._blas is None:
+            from threadpoolctl import ThreadpoolController
+
+            self._blas = ThreadpoolController()
+        return self._blas.limit(limits=1, user_api="blas")
+
+    @staticmethod
+    def _slice(model, loss_fn, x, y, weight: float) -> float:
+        loss = loss_fn(model(x), y)
+        loss.backward(np.full(loss.shape, weight, dtype=loss.dtype))
+        return loss.item() * weight
+
+    def backward(self, loss_fn, x, y) -> float:
+        """Run `loss_fn(model(x), y)` and its backward over the workers; return the loss."""
+        n = len(_rows(x))
+        if len(_rows(y)) != n:
+            raise ShapeError(
+                f"DataParallel: inputs have {n} rows but targets have {len(_rows(y))}; "
+                "pass a batch whose first axis is the same for both"
+            )
+        parts = min(self.workers, n)
+        if parts <= 1:
+            return self._slice(self.model, loss_fn, x, y, 1.0)
+        self._check_dropout()
+        self._sync(parts - 1)
+        if self._pool_size < parts - 1:
+            self._pool = ThreadPoolExecutor(parts - 1, thread_name_prefix="tinytorch-dp")
+            self._pool_size = parts - 1
+        bounds = [round(i * n / parts) for i in range(parts + 1)]
+        jobs = [(bounds[i], bounds[i + 1], (bounds[i + 1] - bounds[i]) / n) for i in range(parts)]
+        with self._one_blas_thread():
+            futures = [
+                self._pool.submit(self._slice, clone, loss_fn, _take(x, a, b), _take(y, a, b), w)
+                for (clone, _), (a, b, w) in zip(self._copies, jobs[1:])
+            ]
+            a, b, w = jobs[0]
+            try:
+                total = self._slice(self.model, loss_fn, _take(x, a, b), _take(y, a, b), w)
+            finally:
+                done = [f.exception() for f in futures]  # wait for every worker, even on error
+        for err in done:
+            if err is not None:
+                raise err
+        total += sum(f.result() for f in futures)
+        for (_, cloned), _ in zip(self._copies, futures):
+            for p, c in zip(self._params, cloned):
+                if c.grad is None:
+                    continue
+                if p.grad is None:
+                    p.grad = c.grad
+                else:
+                    p.grad += c.grad
+                c.grad = None
+        return total
+
+
+# %% [markdown]
 # ## Checkpoints
 #
 # A checkpoint is one flat dictionary of arrays. The keys say what each array is:
