@@ -202,7 +202,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         f"{vocab.vocab_size} tokens, {len(corpus.text) / len(ids):.2f} characters per token; "
         f"config {name}: embed {config.embed_dim}, {config.num_layers} layers, "
         f"{config.num_heads} heads, max_seq_len {config.max_seq_len}, batch {setup.batch_size}, "
-        f"{setup.steps} steps, seed {seed}"
+        f"{setup.steps} steps, seed {seed}; {training.default_workers()} data-parallel thread(s)"
     )
     seed_everything(seed)
     model = GPT.from_config(config)
@@ -225,6 +225,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         checkpoint_every=setup.checkpoint_every,
         seed=seed,
         to_bits_per_char=to_bits_per_char,
+        workers=training.default_workers(),
     )
     history, seconds, optimizer = training.train(
         model, train_data, val_data, settings, opts.out, meta, opts.resume, console
@@ -271,6 +272,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
             "tokenizer_seconds": tokenizer_seconds,
             "seconds": seconds,
             "tokens_per_second": trained_tokens / seconds if seconds > 0 else None,
+            "data_parallel_workers": settings.workers,
         },
         "prompt": prompt,
         "samples": texts,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from milestones.errors import MilestoneError
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
+from tinytorch.core.parallel import DataParallel
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import (
     CosineSchedule,
@@ -61,6 +63,20 @@ class Settings:
     checkpoint_every: int
     seed: int
     to_bits_per_char: float = 1 / math.log(2)  # times a loss in nats per token: bits per character
+    workers: int = 1  # data-parallel threads per step (module 07's DataParallel)
+
+
+def default_workers() -> int:
+    """Two data-parallel threads where two cores are free to run them, else one.
+
+    Measured on a 2-core machine (small preset, batch 16): 85 ms a step with one thread and one
+    BLAS thread, 60 ms with two BLAS threads, 51 ms with two workers of one BLAS thread each.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        cores = os.cpu_count() or 1
+    return 2 if cores >= 2 else 1
 
 
 def batch_at(data: LanguageModelDataset, seed: int, step: int, batch_size: int):
@@ -193,6 +209,7 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
     if not history.val:
         history.val.append((0, evaluate(model, val_data, cfg.eval_windows, cfg.batch_size)))
     tokens_per_step = cfg.batch_size * cfg.max_seq_len
+    parallel = DataParallel(model, cfg.workers)
     seconds = 0.0  # in training steps only
     with _StopFlag() as stop, _progress(console) as bar:
         loss = history.train[-1] if history.train else history.val[-1][1]
@@ -201,14 +218,13 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
             tick = time.perf_counter()
             optimizer.lr = schedule(step)
             x, y = batch_at(train_data, cfg.seed, step, cfg.batch_size)
-            loss = cross_entropy(model(Tensor(x)), y)
             optimizer.zero_grad()
-            loss.backward()
+            loss = parallel.backward(cross_entropy, x, y)
             clip_grad_norm(params, cfg.clip)
             optimizer.step()
             seconds += time.perf_counter() - tick
             done = step + 1
-            history.train.append(float(loss.data))
+            history.train.append(loss)
             if done % cfg.eval_every == 0 or done == cfg.steps:
                 val = evaluate(model, val_data, cfg.eval_windows, cfg.batch_size)
                 history.val.append((done, val))

@@ -149,6 +149,26 @@ def test_ctrl_c_then_resume_matches_an_uninterrupted_run(tmp_path, text_file, mo
     assert first["val_history"] == second["val_history"]
 
 
+def test_two_data_parallel_threads_train_the_same_model_as_one(tmp_path, text_file, monkeypatch):
+    """Trained through module 07's DataParallel, split or not, a run ends at the same weights."""
+    runs = {}
+    for workers in (1, 2):
+        monkeypatch.setattr(training, "default_workers", lambda n=workers: n)
+        out = tmp_path / f"w{workers}"
+        result = gpt("--steps", 12, "--data", text_file, "--out", out)
+        assert result.exit_code == 0, result.output
+        assert f"{workers} data-parallel thread(s)" in said(result)
+        summary = json.loads((out / "summary.json").read_text())["training"]
+        assert summary["data_parallel_workers"] == workers
+        with np.load(out / training.CHECKPOINT) as archive:
+            runs[workers] = {k: archive[k] for k in archive.files if k.startswith("model.")}
+        runs[workers, "loss"] = summary["final_val_loss"]
+    assert runs[1].keys() == runs[2].keys()
+    for key in runs[1]:
+        np.testing.assert_allclose(runs[2][key], runs[1][key], rtol=1e-3, atol=1e-5, err_msg=key)
+    assert runs[2, "loss"] == pytest.approx(runs[1, "loss"], rel=1e-4)
+
+
 def test_a_fresh_run_keeps_the_earlier_checkpoint(tmp_path, text_file):
     out = tmp_path / "again"
     assert gpt("--steps", 10, "--data", text_file, "--out", out).exit_code == 0
