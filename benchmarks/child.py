@@ -1,8 +1,10 @@
-"""One measurement in a process of its own: `python -m benchmarks.child LIBRARY THREADS ROW_JSON`.
+"""One measurement in a process of its own: `python -m benchmarks.child LIBRARY SETTING ROW_JSON`.
 
-Imports one library only (tinytorch, or torch plus tinytorch's preset table), sets its threads,
-records the peak RSS after the imports as the baseline, builds the model, runs the row's warm-up
-and timed calls, and prints one JSON line: the timings and the peak RSS above the baseline.
+SETTING is 1t or 2t (BLAS / torch threads) or, for tinytorch training, 2w (DataParallel over two
+threads of one BLAS thread each). Imports one library only (tinytorch, or torch plus tinytorch's
+preset table), sets its threads, records the peak RSS after the imports as the baseline, builds
+the model, runs the row's warm-up and timed calls, and prints one JSON line: the timings and the
+peak RSS above the baseline.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ import time
 
 import numpy as np
 
-from benchmarks.common import PROMPT_LEN, Row, batches, config, limit_threads, peak_rss_kib
+from benchmarks.common import (
+    PROMPT_LEN,
+    Row,
+    batches,
+    config,
+    limit_threads,
+    parse_setting,
+    peak_rss_kib,
+)
 
 
 def _timed(fn, warmup: int, reps: int) -> tuple[list[float], list[float]]:
@@ -44,11 +54,11 @@ def _build(library: str, cfg):
     return TorchGPT(cfg)
 
 
-def _train(library: str, row: Row, cfg) -> dict:
+def _train(library: str, row: Row, cfg, workers: int = 1) -> dict:
     from benchmarks.common import TinyTrainer, TorchTrainer
 
     model = _build(library, cfg)
-    trainer = (TinyTrainer if library == "tinytorch" else TorchTrainer)(model)
+    trainer = TinyTrainer(model, workers=workers) if library == "tinytorch" else TorchTrainer(model)
     data = batches(cfg.vocab_size, row.batch, row.seq_len, row.warmup + row.steps)
     cursor = iter(data)
     wall, cpu = _timed(lambda: trainer.step(*next(cursor)), row.warmup, row.steps)
@@ -64,7 +74,7 @@ def _generator(library: str, model, prompt: np.ndarray):
     return lambda n: model.generate(prompt_t, n).numpy()
 
 
-def _generate(library: str, row: Row, cfg) -> dict:
+def _generate(library: str, row: Row, cfg, workers: int = 1) -> dict:
     model = _build(library, cfg)
     prompt = np.random.default_rng(2).integers(0, cfg.vocab_size, size=(1, PROMPT_LEN))
     gen = _generator(library, model, prompt)
@@ -75,7 +85,7 @@ def _generate(library: str, row: Row, cfg) -> dict:
     }
 
 
-def _gpt2(library: str, row: Row, cfg) -> dict:
+def _gpt2(library: str, row: Row, cfg, workers: int = 1) -> dict:
     """Inference at GPT-2-small size: a (1, seq_len) forward, then cached greedy generation."""
     model = _build(library, cfg)
     x = np.random.default_rng(3).integers(0, cfg.vocab_size, size=(1, row.seq_len))
@@ -108,7 +118,7 @@ def _gpt2(library: str, row: Row, cfg) -> dict:
 KINDS = {"train": _train, "generate": _generate, "gpt2": _gpt2}
 
 
-def main(library: str, threads: int, row: Row) -> dict:
+def main(library: str, setting: str, row: Row) -> dict:
     if library == "torch":
         # PyTorch as a user runs it: importing the preset table must not tune this process's
         # allocator the way tinytorch does for itself (module 05, keep_freed_memory)
@@ -118,15 +128,18 @@ def main(library: str, threads: int, row: Row) -> dict:
         torch.set_grad_enabled(True)
     from tinytorch.models.transformer import PRESETS  # noqa: F401 - the sizes, both sides
 
+    threads, workers = parse_setting(setting)
+    if workers > 1 and (library != "tinytorch" or row.kind != "train"):
+        raise ValueError(f"setting {setting} is for tinytorch training rows only")
     limit_threads(threads)
     cfg = config(row)
     baseline = peak_rss_kib()
-    result = KINDS[row.kind](library, row, cfg)
+    result = KINDS[row.kind](library, row, cfg, workers)
     result["peak_mib"] = (peak_rss_kib() - baseline) / 1024
     result["baseline_mib"] = baseline / 1024
     return result
 
 
 if __name__ == "__main__":
-    lib, n_threads, spec = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
-    print(json.dumps(main(lib, n_threads, Row(**spec))))
+    lib, chosen, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    print(json.dumps(main(lib, chosen, Row(**spec))))

@@ -16,7 +16,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("tinytorch", "torch")
-THREAD_CHOICES = (1, 2)
+# Thread settings: "Nt" is N BLAS threads for numpy, N intra-op threads for torch; "Nw" is
+# tinytorch training through module 07's DataParallel, N threads of one BLAS thread each (what
+# `tito milestone run gpt` does on 2 cores). Each library is reported at its fastest setting.
+THREAD_CHOICES = ("1t", "2t")
+DATA_PARALLEL = "2w"
 LR, WEIGHT_DECAY = 1e-3, 0.01
 PROMPT_LEN = 16
 GEN_CONTEXT = 256  # generation models hold prompt + 200 new tokens: the window never slides
@@ -46,6 +50,14 @@ def config(row: Row):
     return cfg
 
 
+def parse_setting(setting: str) -> tuple[int, int]:
+    """("1t" | "2t" | "2w") -> (BLAS or torch threads, data-parallel workers)."""
+    count, kind = int(setting[:-1]), setting[-1]
+    if kind not in "tw" or count < 1:
+        raise ValueError(f"thread setting must look like 1t, 2t or 2w, got {setting!r}")
+    return (1, count) if kind == "w" else (count, 1)
+
+
 def limit_threads(threads: int) -> None:
     """`threads` BLAS threads for numpy (threadpoolctl) and, if imported, torch's intra-op pool."""
     import sys
@@ -68,21 +80,23 @@ def batches(vocab_size: int, batch: int, seq_len: int, count: int, seed: int = 1
 
 
 class TinyTrainer:
-    """Forward, tinytorch's fused cross-entropy, backward and AdamW for a tinytorch GPT."""
+    """Forward, tinytorch's fused cross-entropy, backward and AdamW for a tinytorch GPT, through
+    module 07's DataParallel as the GPT milestone trains (one worker: the plain step)."""
 
-    def __init__(self, model, lr: float = LR):
+    def __init__(self, model, lr: float = LR, workers: int = 1):
         from tinytorch.core.optimizers import AdamW
+        from tinytorch.core.parallel import DataParallel
 
         self.model, self.opt = model, AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
+        self.parallel = DataParallel(model, workers)
 
     def step(self, x: np.ndarray, y: np.ndarray) -> float:
         from tinytorch.core.losses import cross_entropy
 
-        loss = cross_entropy(self.model(x), y)
         self.opt.zero_grad()
-        loss.backward()
+        loss = self.parallel.backward(cross_entropy, x, y)
         self.opt.step()
-        return float(loss.data)
+        return loss
 
 
 class TorchTrainer:

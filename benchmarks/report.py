@@ -18,11 +18,14 @@ LINES = (
 )
 
 
+def _setting(s: dict) -> str:
+    """The thread setting of a cell: 1t, 2t or 2w (results before 2w said `threads`: 1 or 2)."""
+    return s["setting"] if "setting" in s else f"{s['threads']}t"
+
+
 def _cell(s: dict) -> str:
     digits = 0 if s["median"] >= 100 else 1
-    return (
-        f"{s['median']:.{digits}f} [{s['min']:.{digits}f}-{s['max']:.{digits}f}] @{s['threads']}t"
-    )
+    return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}-{s['max']:.{digits}f}] @{_setting(s)}"
 
 
 def rows(results: dict) -> list[dict]:
@@ -34,7 +37,7 @@ def rows(results: dict) -> list[dict]:
         ours, ref = (r["libraries"][lib]["best"][metric] for lib in ("tinytorch", "torch"))
         ratio = ours["median"] / ref["median"]
         cpu_ratio = "-"
-        if "cpu" in ours and "cpu" in ref and ours["threads"] == ref["threads"] == 1:
+        if "cpu" in ours and "cpu" in ref and _setting(ours) == _setting(ref) == "1t":
             cpu_ratio = f"{ours['cpu']['median'] / ref['cpu']['median']:.2f}"
 
         def ok(limit, ratio=ratio, op=op):
@@ -85,8 +88,9 @@ def table(results: dict) -> Table:
 
 NOTES = (
     "cells: median over processes, (min-max) in brackets, @ thread setting; each process "
-    "reports the median of its own timed calls; each library at its faster thread setting "
-    "(1 or 2 BLAS/torch threads).",
+    "reports the median of its own timed calls; each library at its fastest setting: 1t or 2t "
+    "(BLAS / torch intra-op threads) or, for tinytorch training, 2w (module 07's DataParallel: "
+    "two threads of one BLAS thread each, as `tito milestone run gpt` trains on 2 cores).",
     "ratio = tinytorch / torch of the medians (time, memory, tokens/s); cpu_ratio = the same "
     "from the CPU time of those processes (time.process_time), shown when both ran one thread: "
     "it leaves out the time a process waited for a core, so it moves less with the machine's load.",

@@ -1,10 +1,11 @@
 """Benchmark tinytorch against PyTorch on the CPU: `python -m benchmarks.run [--quick] ...`.
 
 Every measurement runs in a process of its own (`benchmarks.child`), so neither library's BLAS
-threads compete with the other's. A round runs every (library, threads) pair once, alternating
-tinytorch and torch (the order reversed every other round); each row is repeated for several
-rounds and reported as the median over processes with its min-max spread, for each library at
-its faster thread setting.
+threads compete with the other's. A round runs every (library, thread setting) pair once,
+alternating tinytorch and torch (the order reversed every other round); each row is repeated for
+several rounds and reported as the median over processes with its min-max spread, for each
+library at its fastest setting: 1 or 2 threads, and for tinytorch training also 2 data-parallel
+threads (module 07's DataParallel, as the GPT milestone trains).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks.common import LIBRARIES, ROOT, THREAD_CHOICES, Row, summary
+from benchmarks.common import DATA_PARALLEL, LIBRARIES, ROOT, THREAD_CHOICES, Row, summary
 
 FULL = [
     (Row("train_small", "train", "small", batch=16, seq_len=64, steps=5, warmup=2), 5),
@@ -34,14 +35,14 @@ QUICK = [
     (Row("train_small", "train", "small", batch=16, seq_len=64, steps=3, warmup=1), 1),
     (Row("gen_small", "generate", "small", new_tokens=50, steps=2, warmup=1), 1),
 ]
-QUICK_THREADS = (1,)  # --quick: one thread only, four processes in all
+QUICK_THREADS = ("1t",)  # --quick: one thread only, four processes in all
 # metric -> True when larger is better
 METRICS = {"step_ms": False, "tok_s": True, "forward_ms": False, "peak_mib": False}
 CPU_TWIN = {"step_ms": "step_cpu_ms", "tok_s": "tok_s_cpu", "forward_ms": "forward_cpu_ms"}
 
 
-def child(library: str, threads: int, row: Row) -> dict:
-    cmd = [sys.executable, "-m", "benchmarks.child", library, str(threads), json.dumps(asdict(row))]
+def child(library: str, setting: str, row: Row) -> dict:
+    cmd = [sys.executable, "-m", "benchmarks.child", library, setting, json.dumps(asdict(row))]
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
@@ -50,32 +51,40 @@ def child(library: str, threads: int, row: Row) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def settings(library: str, row: Row, threads: tuple) -> tuple:
+    """The plan's thread settings, plus data-parallel training for tinytorch with 2 threads."""
+    extra = library == "tinytorch" and row.kind == "train" and "2t" in threads
+    return (*threads, DATA_PARALLEL) if extra else tuple(threads)
+
+
 def measure(row: Row, rounds: int, threads: tuple = THREAD_CHOICES) -> dict:
     """Per library and thread setting, a summary of each metric over `rounds` processes."""
-    raw: dict = {(lib, t): [] for lib in LIBRARIES for t in threads}
-    pairs = [(lib, t) for t in threads for lib in LIBRARIES]
+    plan = {lib: settings(lib, row, threads) for lib in LIBRARIES}
+    raw: dict = {(lib, s): [] for lib in LIBRARIES for s in plan[lib]}
+    longest = max(len(p) for p in plan.values())
+    pairs = [(lib, plan[lib][i]) for i in range(longest) for lib in LIBRARIES if i < len(plan[lib])]
     for r in range(rounds):
-        for lib, t in pairs if r % 2 == 0 else pairs[::-1]:
-            raw[lib, t].append(child(lib, t, row))
+        for lib, s in pairs if r % 2 == 0 else pairs[::-1]:
+            raw[lib, s].append(child(lib, s, row))
     out: dict = {"row": asdict(row), "rounds": rounds, "libraries": {}}
     for lib in LIBRARIES:
-        per_threads = {
-            t: {m: summary([res[m] for res in raw[lib, t]]) for m in raw[lib, t][0]}
-            for t in threads
+        by_setting = {
+            s: {m: summary([res[m] for res in raw[lib, s]]) for m in raw[lib, s][0]}
+            for s in plan[lib]
         }
         best = {}
-        for metric in raw[lib, threads[0]][0]:
+        for metric in raw[lib, plan[lib][0]][0]:
             if metric not in METRICS or metric == "peak_mib":
                 continue
             pick = max if METRICS[metric] else min
-            t = pick(threads, key=lambda t: per_threads[t][metric]["median"])
-            best[metric] = {"threads": t, **per_threads[t][metric]}
-            if CPU_TWIN[metric] in per_threads[t]:  # CPU time of the same processes
-                best[metric]["cpu"] = per_threads[t][CPU_TWIN[metric]]
-        # memory from the processes at the thread setting of the row's first timed metric
-        first = next(iter(best.values()))["threads"]
-        best["peak_mib"] = {"threads": first, **per_threads[first]["peak_mib"]}
-        out["libraries"][lib] = {"best": best, "by_threads": per_threads}
+            s = pick(plan[lib], key=lambda s: by_setting[s][metric]["median"])
+            best[metric] = {"setting": s, **by_setting[s][metric]}
+            if CPU_TWIN[metric] in by_setting[s]:  # CPU time of the same processes
+                best[metric]["cpu"] = by_setting[s][CPU_TWIN[metric]]
+        # memory from the processes at the setting of the row's first timed metric
+        first = next(iter(best.values()))["setting"]
+        best["peak_mib"] = {"setting": first, **by_setting[first]["peak_mib"]}
+        out["libraries"][lib] = {"best": best, "by_setting": by_setting}
     return out
 
 
@@ -105,7 +114,8 @@ def run(rows: list[tuple[Row, int]], say, threads: tuple = THREAD_CHOICES) -> di
         "rows": {},
     }
     for row, rounds in rows:
-        say(f"{row.key}: {rounds} round(s) x {len(LIBRARIES) * len(threads)} processes")
+        count = sum(len(settings(lib, row, threads)) for lib in LIBRARIES)
+        say(f"{row.key}: {rounds} round(s) x {count} processes")
         results["rows"][row.key] = measure(row, rounds, threads)
     results["load_after"] = os.getloadavg()
     return results

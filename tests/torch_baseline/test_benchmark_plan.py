@@ -1,0 +1,65 @@
+"""The benchmark's plan: which thread settings each side runs, and a data-parallel child run."""
+
+import json
+import subprocess
+import sys
+from dataclasses import asdict
+
+import pytest
+
+from benchmarks.common import ROOT, Row, parse_setting
+from benchmarks.report import rows
+from benchmarks.run import settings
+
+TRAIN = Row("train_small", "train", "small", batch=4, seq_len=16, steps=1, warmup=1)
+GEN = Row("gen_small", "generate", "small", new_tokens=4, steps=1, warmup=0)
+
+
+def test_only_tinytorch_training_gets_the_data_parallel_setting():
+    full = ("1t", "2t")
+    assert settings("tinytorch", TRAIN, full) == ("1t", "2t", "2w")
+    assert settings("torch", TRAIN, full) == full
+    assert settings("tinytorch", GEN, full) == full
+    assert settings("tinytorch", TRAIN, ("1t",)) == ("1t",)  # --quick: one thread only
+
+
+def test_settings_parse_and_refuse():
+    assert parse_setting("1t") == (1, 1) and parse_setting("2t") == (2, 1)
+    assert parse_setting("2w") == (1, 2)
+    with pytest.raises(ValueError, match="like 1t, 2t or 2w"):
+        parse_setting("2x")
+
+
+def child(library, setting, row):
+    cmd = [sys.executable, "-m", "benchmarks.child", library, setting, json.dumps(asdict(row))]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_a_data_parallel_child_trains_and_reports():
+    done = child("tinytorch", "2w", TRAIN)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["step_ms"] > 0 and result["peak_mib"] > 0
+    refused = child("torch", "2w", TRAIN)
+    assert refused.returncode != 0 and "tinytorch training rows only" in refused.stderr
+
+
+def test_the_report_names_each_cell_setting_and_compares_cpu_time_only_at_one_thread():
+    def cell(setting, median):
+        return {"setting": setting, "median": median, "min": median, "max": median,
+                "cpu": {"median": median}}  # fmt: skip
+
+    def results(ours, ref):
+        best = {
+            "tinytorch": {"step_ms": ours, "peak_mib": cell(ours["setting"], 90.0)},
+            "torch": {"step_ms": ref, "peak_mib": cell(ref["setting"], 150.0)},
+        }
+        libs = {lib: {"best": best[lib]} for lib in best}
+        return {"rows": {"train_small": {"libraries": libs, "rounds": 5}}}
+
+    row, memory = rows(results(cell("2w", 50.0), cell("2t", 50.0)))
+    assert row["tinytorch"].endswith("@2w") and row["torch"].endswith("@2t")
+    assert row["ratio"] == "1.00" and row["cpu_ratio"] == "-" and row["status"] == "goal met"
+    assert memory["tinytorch"].endswith("@2w") and memory["ratio"] == "0.60"
+    row, _ = rows(results(cell("1t", 130.0), cell("1t", 100.0)))
+    assert row["cpu_ratio"] == "1.30" and row["status"] == "MUST MISSED"
