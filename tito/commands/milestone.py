@@ -99,8 +99,9 @@ def run(
 def _one_blas_thread():
     """One BLAS thread unless the user chose a number (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
 
-    At these matrix sizes a second thread saves about 20% on an idle 2-core machine, and its
-    spin-waiting doubles the step time as soon as another process wants a core.
+    The second core goes to a second data-parallel thread instead (module 07's DataParallel, see
+    milestones/training.py): it runs the softmaxes and GELUs in parallel too, where BLAS threads
+    run only the matrix products, and nothing spin-waits when another process wants a core.
     """
     import numpy  # noqa: F401 - load numpy's BLAS first, so that the limit reaches it
     from threadpoolctl import threadpool_limits
