@@ -1,10 +1,10 @@
 """One measurement in a process of its own: `python -m benchmarks.child LIBRARY SETTING ROW_JSON`.
 
-SETTING is 1t or 2t (BLAS / torch threads) or, for tinytorch training, 2w (DataParallel over two
-threads of one BLAS thread each). Imports one library only (tinytorch, or torch plus tinytorch's
-preset table), sets its threads, records the peak RSS after the imports as the baseline, builds
-the model, runs the row's warm-up and timed calls, and prints one JSON line: the timings and the
-peak RSS above the baseline.
+SETTING is 1t or 2t (BLAS / torch threads) or, for training, 2w (the batch split over two threads
+of one BLAS / torch thread each: tinytorch's DataParallel, and the same scheme for PyTorch).
+Imports one library only (tinytorch, or torch plus tinytorch's preset table), sets its threads,
+records the peak RSS after the imports as the baseline, builds the model, runs the row's warm-up
+and timed calls, and prints one JSON line: the timings and the peak RSS above the baseline.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _train(library: str, row: Row, cfg, workers: int = 1) -> dict:
     from benchmarks.common import TinyTrainer, TorchTrainer
 
     model = _build(library, cfg)
-    trainer = TinyTrainer(model, workers=workers) if library == "tinytorch" else TorchTrainer(model)
+    trainer = (TinyTrainer if library == "tinytorch" else TorchTrainer)(model, workers=workers)
     data = batches(cfg.vocab_size, row.batch, row.seq_len, row.warmup + row.steps)
     cursor = iter(data)
     wall, cpu = _timed(lambda: trainer.step(*next(cursor)), row.warmup, row.steps)
@@ -129,8 +129,8 @@ def main(library: str, setting: str, row: Row) -> dict:
     from tinytorch.models.transformer import PRESETS  # noqa: F401 - the sizes, both sides
 
     threads, workers = parse_setting(setting)
-    if workers > 1 and (library != "tinytorch" or row.kind != "train"):
-        raise ValueError(f"setting {setting} is for tinytorch training rows only")
+    if workers > 1 and row.kind != "train":
+        raise ValueError(f"setting {setting} is for training rows only")
     limit_threads(threads)
     cfg = config(row)
     baseline = peak_rss_kib()

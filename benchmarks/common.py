@@ -17,8 +17,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("tinytorch", "torch")
 # Thread settings: "Nt" is N BLAS threads for numpy, N intra-op threads for torch; "Nw" is
-# tinytorch training through module 07's DataParallel, N threads of one BLAS thread each (what
-# `tito milestone run gpt` does on 2 cores). Each library is reported at its fastest setting.
+# training with the batch split over N threads of one BLAS / intra-op thread each: tinytorch
+# through module 07's DataParallel (what `tito milestone run gpt` does on 2 cores), PyTorch through
+# the same scheme in TorchTrainer. Each library is reported at its fastest setting.
 THREAD_CHOICES = ("1t", "2t")
 DATA_PARALLEL = "2w"
 LR, WEIGHT_DECAY = 1e-3, 0.01
@@ -100,24 +101,57 @@ class TinyTrainer:
 
 
 class TorchTrainer:
-    """The same step for the PyTorch model (nanoGPT's loop: set_to_none, F.cross_entropy)."""
+    """The same step for the PyTorch model (nanoGPT's loop: set_to_none, F.cross_entropy).
 
-    def __init__(self, model, lr: float = LR):
+    With `workers` > 1 it splits the batch as tinytorch's DataParallel does: each extra thread
+    runs its slice through a copy of the model whose parameters share the original's storage,
+    and the copies' gradients are added to the original's before the step.
+    """
+
+    def __init__(self, model, lr: float = LR, workers: int = 1):
+        import copy
+        from concurrent.futures import ThreadPoolExecutor
+
         import torch
 
         self.torch, self.model = torch, model
         self.opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
+        self.copies = [copy.deepcopy(model) for _ in range(workers - 1)]
+        for clone in self.copies:
+            for p, q in zip(model.parameters(), clone.parameters()):
+                q.data = p.data  # shared storage: AdamW's in-place update reaches every copy
+        self.pool = ThreadPoolExecutor(workers - 1) if workers > 1 else None
+
+    def _slice(self, model, x: np.ndarray, y: np.ndarray, weight: float) -> float:
+        logits = model(self.torch.from_numpy(x))
+        loss = self.torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), self.torch.from_numpy(y).reshape(-1)
+        )
+        (loss * weight).backward()
+        return loss.item() * weight
 
     def step(self, x: np.ndarray, y: np.ndarray) -> float:
-        torch = self.torch
-        logits = self.model(torch.from_numpy(x))
-        loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), torch.from_numpy(y).reshape(-1)
-        )
         self.opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if not self.copies:
+            value = self._slice(self.model, x, y, 1.0)
+            self.opt.step()
+            return value
+        n, parts = len(x), len(self.copies) + 1
+        bounds = [round(i * n / parts) for i in range(parts + 1)]
+        jobs = [(bounds[i], bounds[i + 1]) for i in range(parts)]
+        futures = []
+        for clone, (a, b) in zip(self.copies, jobs[1:]):
+            for q in clone.parameters():
+                q.grad = None
+            futures.append(self.pool.submit(self._slice, clone, x[a:b], y[a:b], (b - a) / n))
+        a, b = jobs[0]
+        value = self._slice(self.model, x[a:b], y[a:b], (b - a) / n)
+        value += sum(f.result() for f in futures)
+        for clone in self.copies:
+            for p, q in zip(self.model.parameters(), clone.parameters()):
+                p.grad += q.grad
         self.opt.step()
-        return loss.item()
+        return value
 
 
 def summary(values: list[float]) -> dict:

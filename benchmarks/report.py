@@ -89,8 +89,9 @@ def table(results: dict) -> Table:
 NOTES = (
     "cells: median over processes, (min-max) in brackets, @ thread setting; each process "
     "reports the median of its own timed calls; each library at its fastest setting: 1t or 2t "
-    "(BLAS / torch intra-op threads) or, for tinytorch training, 2w (module 07's DataParallel: "
-    "two threads of one BLAS thread each, as `tito milestone run gpt` trains on 2 cores).",
+    "(BLAS / torch intra-op threads) or, for training, 2w (the batch split over two threads of "
+    "one BLAS / torch thread each: tinytorch's DataParallel, as `tito milestone run gpt` trains "
+    "on 2 cores, and the same split for PyTorch).",
     "ratio = tinytorch / torch of the medians (time, memory, tokens/s); cpu_ratio = the same "
     "from the CPU time of those processes (time.process_time), shown when both ran one thread: "
     "it leaves out the time a process waited for a core, so it moves less with the machine's load.",

@@ -4,8 +4,8 @@ Every measurement runs in a process of its own (`benchmarks.child`), so neither 
 threads compete with the other's. A round runs every (library, thread setting) pair once,
 alternating tinytorch and torch (the order reversed every other round); each row is repeated for
 several rounds and reported as the median over processes with its min-max spread, for each
-library at its fastest setting: 1 or 2 threads, and for tinytorch training also 2 data-parallel
-threads (module 07's DataParallel, as the GPT milestone trains).
+library at its fastest setting: 1 or 2 threads, and for training also 2 data-parallel threads
+(tinytorch: module 07's DataParallel, as the GPT milestone trains; PyTorch: the same split).
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def child(library: str, setting: str, row: Row) -> dict:
 
 
 def settings(library: str, row: Row, threads: tuple) -> tuple:
-    """The plan's thread settings, plus data-parallel training for tinytorch with 2 threads."""
-    extra = library == "tinytorch" and row.kind == "train" and "2t" in threads
+    """The plan's thread settings, plus data-parallel training (both libraries) with 2 threads."""
+    extra = row.kind == "train" and "2t" in threads
     return (*threads, DATA_PARALLEL) if extra else tuple(threads)
 
 

@@ -15,11 +15,11 @@ TRAIN = Row("train_small", "train", "small", batch=4, seq_len=16, steps=1, warmu
 GEN = Row("gen_small", "generate", "small", new_tokens=4, steps=1, warmup=0)
 
 
-def test_only_tinytorch_training_gets_the_data_parallel_setting():
+def test_training_rows_get_the_data_parallel_setting_for_both_libraries():
     full = ("1t", "2t")
     assert settings("tinytorch", TRAIN, full) == ("1t", "2t", "2w")
-    assert settings("torch", TRAIN, full) == full
-    assert settings("tinytorch", GEN, full) == full
+    assert settings("torch", TRAIN, full) == ("1t", "2t", "2w")
+    assert settings("tinytorch", GEN, full) == full and settings("torch", GEN, full) == full
     assert settings("tinytorch", TRAIN, ("1t",)) == ("1t",)  # --quick: one thread only
 
 
@@ -35,13 +35,37 @@ def child(library, setting, row):
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
-def test_a_data_parallel_child_trains_and_reports():
-    done = child("tinytorch", "2w", TRAIN)
+@pytest.mark.parametrize("library", ["tinytorch", "torch"])
+def test_a_data_parallel_child_trains_and_reports(library):
+    done = child(library, "2w", TRAIN)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["step_ms"] > 0 and result["peak_mib"] > 0
-    refused = child("torch", "2w", TRAIN)
-    assert refused.returncode != 0 and "tinytorch training rows only" in refused.stderr
+    refused = child(library, "2w", GEN)
+    assert refused.returncode != 0 and "for training rows only" in refused.stderr
+
+
+def test_the_torch_split_computes_the_whole_batch_gradient():
+    """PyTorch's 2w baseline does the same work as its 1t one: the batch split over three threads
+    gives the whole batch's loss and gradients (left in .grad after the step), step after step."""
+    import numpy as np
+    import torch
+
+    from benchmarks.common import TorchTrainer, batches, config
+    from benchmarks.torch_gpt import TorchGPT
+
+    cfg = config(TRAIN)
+    runs = {}
+    for workers in (1, 3):
+        torch.manual_seed(0)
+        trainer = TorchTrainer(TorchGPT(cfg), workers=workers)
+        for x, y in batches(cfg.vocab_size, 5, 16, 2):
+            loss = trainer.step(x, y)
+        grads = [p.grad.numpy().copy() for p in trainer.model.parameters()]
+        runs[workers] = loss, grads
+    assert runs[3][0] == pytest.approx(runs[1][0], rel=1e-5)
+    for a, b in zip(runs[1][1], runs[3][1]):
+        np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-6)
 
 
 def test_the_report_names_each_cell_setting_and_compares_cpu_time_only_at_one_thread():
