@@ -233,7 +233,6 @@ class Trainer:
 #| export core.parallel
 """Data parallelism over threads: one batch, split into slices that train side by side."""
 
-import copy
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -252,12 +251,37 @@ def _take(a, start: int, stop: int):
     return Tensor(a.data[start:stop]) if isinstance(a, Tensor) else np.asarray(a)[start:stop]
 
 
+def _copy_sharing(obj, memo: dict):
+    """A copy of a model whose parameters are new Tensors over the same arrays, with no grad.
+
+    Modules are copied one level deep (their attributes are shared, apart from the Tensors,
+    Modules and containers below them, copied the same way); activations, settings and arrays are
+    the model's own objects, so the copy behaves as the model does at the moment it is made.
+    """
+    if id(obj) in memo:  # a tied weight or a module used twice stays shared in the copy
+        return memo[id(obj)]
+    if isinstance(obj, (Tensor, Module)):
+        clone = object.__new__(type(obj))
+        memo[id(obj)] = clone
+        if isinstance(obj, Tensor):
+            clone.__dict__.update(obj.__dict__, _grad=None)
+        else:
+            clone.__dict__.update({k: _copy_sharing(v, memo) for k, v in vars(obj).items()})
+        return clone
+    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+        return type(obj)(_copy_sharing(v, memo) for v in obj)
+    if type(obj) is dict:
+        return {k: _copy_sharing(v, memo) for k, v in obj.items()}
+    return obj
+
+
 class DataParallel:
     """Forward and backward of a batch split over `workers` threads, gradients summed.
 
     `backward(loss_fn, x, y)` leaves in every parameter's `.grad` what
     `loss_fn(model(x), y).backward()` would (up to float rounding) and returns the loss as a float.
-    Each worker uses one BLAS thread while it runs.
+    Each worker uses one BLAS thread while it runs. The copies the workers use are made at every
+    call, so they always match the model: its weights, its layers and its settings.
     """
 
     def __init__(self, model: Module, workers: int = 2):
@@ -266,35 +290,25 @@ class DataParallel:
         if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
             raise ValueError(f"DataParallel: workers must be an integer >= 1, got {workers!r}")
         self.model, self.workers = model, int(workers)
-        self._copies: list[tuple[Module, list]] = []  # per extra worker: (module, its parameters)
-        self._params: list[Tensor] = []
         self._pool: ThreadPoolExecutor | None = None
         self._pool_size = 0
         self._blas = None
 
-    def _check_dropout(self) -> None:
-        for m in self.model.modules():
-            if isinstance(m, Dropout) and m.training and m.p > 0:
-                raise ValueError(
-                    f"DataParallel cannot split a model with active {m!r}: its masks come from "
-                    "numpy's global generator in an order threads would change; use workers=1"
-                )
-
-    def _sync(self, count: int) -> None:
-        """`count` copies of the model that share its weight arrays, each with its own grads."""
-        params = self.model.parameters()
-        if [id(p) for p in params] != [id(p) for p in self._params]:
-            self._copies, self._params = [], params  # a new model structure: copy afresh
-        while len(self._copies) < count:
-            shared = {id(p.data): p.data for p in params}
-            clone = copy.deepcopy(self.model, shared)
-            self._copies.append((clone, clone.parameters()))
-        modes = [m.training for m in self.model.modules()]
-        for clone, cloned in self._copies[:count]:
-            for p, c in zip(params, cloned):
-                c.data, c.grad, c.requires_grad = p.data, None, p.requires_grad
-            for m, mode in zip(clone.modules(), modes):
-                m.training = mode
+    def _copies(self, params: list[Tensor], count: int) -> list[tuple]:
+        """`count` copies of the model sharing its weight arrays: (copy, its `params`) pairs."""
+        out = []
+        for _ in range(count):
+            memo: dict = {}
+            clone = _copy_sharing(self.model, memo)
+            for m in memo.values():
+                if isinstance(m, Dropout) and m.training and m.p > 0:
+                    raise ValueError(
+                        f"DataParallel cannot split a model with active {m!r}: its masks come "
+                        "from numpy's global generator in an order threads would change; use "
+                        "workers=1"
+                    )
+            out.append((clone, [memo[id(p)] for p in params]))
+        return out
 
     def _one_blas_thread(self):
         if self._blas is None:
@@ -320,8 +334,8 @@ class DataParallel:
         parts = min(self.workers, n)
         if parts <= 1:
             return self._slice(self.model, loss_fn, x, y, 1.0)
-        self._check_dropout()
-        self._sync(parts - 1)
+        params = self.model.parameters()
+        copies = self._copies(params, parts - 1)
         if self._pool_size < parts - 1:
             self._pool = ThreadPoolExecutor(parts - 1, thread_name_prefix="tinytorch-dp")
             self._pool_size = parts - 1
@@ -330,7 +344,7 @@ class DataParallel:
         with self._one_blas_thread():
             futures = [
                 self._pool.submit(self._slice, clone, loss_fn, _take(x, a, b), _take(y, a, b), w)
-                for (clone, _), (a, b, w) in zip(self._copies, jobs[1:])
+                for (clone, _), (a, b, w) in zip(copies, jobs[1:])
             ]
             a, b, w = jobs[0]
             try:
@@ -341,15 +355,14 @@ class DataParallel:
             if err is not None:
                 raise err
         total += sum(f.result() for f in futures)
-        for (_, cloned), _ in zip(self._copies, futures):
-            for p, c in zip(self._params, cloned):
+        for _, cloned in copies:
+            for p, c in zip(params, cloned):
                 if c.grad is None:
                     continue
                 if p.grad is None:
                     p.grad = c.grad
                 else:
                     p.grad += c.grad
-                c.grad = None
         return total
 
 

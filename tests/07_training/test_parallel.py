@@ -164,3 +164,22 @@ def test_active_dropout_is_refused_and_eval_mode_is_not(rng):
     assert got_loss == pytest.approx(want_loss, rel=1e-5)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
+
+
+def test_a_replaced_module_is_copied_afresh(rng):
+    """Swapping a layer (no parameter changes) must reach the copies, not train the old one."""
+    from tinytorch.core.activations import ReLU
+
+    seed_everything(0)
+    model, x = Net(), rng.normal(size=(6, 4)).astype(np.float32)
+    y = rng.integers(0, 3, size=6)
+    dp = DataParallel(model, 2)
+    split(model, xent, x, y, 2)
+    dp.backward(xent, x, y)  # copies made with Tanh
+    model.act = ReLU()
+    want_loss, want = plain(model, xent, x, y)
+    for p in model.parameters():
+        p.grad = None
+    assert dp.backward(xent, x, y) == pytest.approx(want_loss, rel=1e-5)
+    for g, w in zip(grads_of(model), want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
