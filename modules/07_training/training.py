@@ -214,8 +214,9 @@ class Trainer:
 # numpy runs one operation at a time on one core, apart from the matrix products its BLAS can
 # spread over threads; the softmaxes, GELUs and layer norms in between use one core. A batch,
 # though, is many independent rows. `DataParallel` splits it: each worker thread runs forward and
-# backward on its slice, through a copy of the model that shares the weight arrays but keeps its
-# own `.grad`, and the gradients are summed at the end. Python's GIL lets one thread run Python at
+# backward on its slice, through a copy of the model made for that call (new parameter Tensors
+# over the same weight arrays, each with its own `.grad`; everything else shared), and the
+# gradients are summed at the end. Python's GIL lets one thread run Python at
 # a time, but numpy lets go of it inside every kernel, so the slices really do run side by side.
 #
 # The sum equals the full batch's gradient because the loss is a mean: slice `i` with `n_i` of the
@@ -268,7 +269,7 @@ def _copy_sharing(obj, memo: dict):
         else:
             clone.__dict__.update({k: _copy_sharing(v, memo) for k, v in vars(obj).items()})
         return clone
-    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+    if type(obj) in (list, tuple):
         return type(obj)(_copy_sharing(v, memo) for v in obj)
     if type(obj) is dict:
         return {k: _copy_sharing(v, memo) for k, v in obj.items()}

@@ -40,7 +40,7 @@ def _copy_sharing(obj, memo: dict):
         else:
             clone.__dict__.update({k: _copy_sharing(v, memo) for k, v in vars(obj).items()})
         return clone
-    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+    if type(obj) in (list, tuple):
         return type(obj)(_copy_sharing(v, memo) for v in obj)
     if type(obj) is dict:
         return {k: _copy_sharing(v, memo) for k, v in obj.items()}
