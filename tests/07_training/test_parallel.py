@@ -183,3 +183,29 @@ def test_a_replaced_module_is_copied_afresh(rng):
     assert dp.backward(xent, x, y) == pytest.approx(want_loss, rel=1e-5)
     for g, w in zip(grads_of(model), want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
+
+
+def test_layers_in_lists_dicts_and_namedtuples_get_their_own_gradients(rng):
+    """Parameters reached through containers are copied too: no two threads share a .grad."""
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", "first second")
+
+    class Nested(Module):
+        def __init__(self):
+            self.stack = [Linear(4, 5), Linear(5, 5)]
+            self.heads = {"out": Linear(5, 3)}
+            self.pair = Pair(Tanh(), Linear(5, 5))
+
+        def forward(self, x):
+            h = self.pair.first(self.stack[1](self.stack[0](x)))
+            return self.heads["out"](self.pair.second(h))
+
+    seed_everything(0)
+    model = Nested()
+    x, y = rng.normal(size=(6, 4)).astype(np.float32), rng.integers(0, 3, size=6)
+    want_loss, want = plain(model, xent, x, y)
+    got_loss, got = split(model, xent, x, y, 2)
+    assert len(want) == 8 and got_loss == pytest.approx(want_loss, rel=1e-5)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)

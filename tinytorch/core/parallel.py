@@ -42,6 +42,8 @@ def _copy_sharing(obj, memo: dict):
         return clone
     if type(obj) in (list, tuple):
         return type(obj)(_copy_sharing(v, memo) for v in obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
+        return type(obj)(*(_copy_sharing(v, memo) for v in obj))
     if type(obj) is dict:
         return {k: _copy_sharing(v, memo) for k, v in obj.items()}
     return obj
