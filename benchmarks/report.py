@@ -18,14 +18,9 @@ LINES = (
 )
 
 
-def _setting(s: dict) -> str:
-    """The thread setting of a cell: 1t, 2t or 2w (results before 2w said `threads`: 1 or 2)."""
-    return s["setting"] if "setting" in s else f"{s['threads']}t"
-
-
 def _cell(s: dict) -> str:
     digits = 0 if s["median"] >= 100 else 1
-    return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}-{s['max']:.{digits}f}] @{_setting(s)}"
+    return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}-{s['max']:.{digits}f}] @{s['setting']}"
 
 
 def rows(results: dict) -> list[dict]:
@@ -37,7 +32,7 @@ def rows(results: dict) -> list[dict]:
         ours, ref = (r["libraries"][lib]["best"][metric] for lib in ("tinytorch", "torch"))
         ratio = ours["median"] / ref["median"]
         cpu_ratio = "-"
-        if "cpu" in ours and "cpu" in ref and _setting(ours) == _setting(ref) == "1t":
+        if "cpu" in ours and "cpu" in ref and ours["setting"] == ref["setting"] == "1t":
             cpu_ratio = f"{ours['cpu']['median'] / ref['cpu']['median']:.2f}"
 
         def ok(limit, ratio=ratio, op=op):

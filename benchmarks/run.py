@@ -51,7 +51,7 @@ def child(library: str, setting: str, row: Row) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def settings(library: str, row: Row, threads: tuple) -> tuple:
+def settings(row: Row, threads: tuple) -> tuple:
     """The plan's thread settings, plus data-parallel training (both libraries) with 2 threads."""
     extra = row.kind == "train" and "2t" in threads
     return (*threads, DATA_PARALLEL) if extra else tuple(threads)
@@ -59,25 +59,23 @@ def settings(library: str, row: Row, threads: tuple) -> tuple:
 
 def measure(row: Row, rounds: int, threads: tuple = THREAD_CHOICES) -> dict:
     """Per library and thread setting, a summary of each metric over `rounds` processes."""
-    plan = {lib: settings(lib, row, threads) for lib in LIBRARIES}
-    raw: dict = {(lib, s): [] for lib in LIBRARIES for s in plan[lib]}
-    longest = max(len(p) for p in plan.values())
-    pairs = [(lib, plan[lib][i]) for i in range(longest) for lib in LIBRARIES if i < len(plan[lib])]
+    plan = settings(row, threads)
+    raw: dict = {(lib, s): [] for lib in LIBRARIES for s in plan}
+    pairs = [(lib, s) for s in plan for lib in LIBRARIES]
     for r in range(rounds):
         for lib, s in pairs if r % 2 == 0 else pairs[::-1]:
             raw[lib, s].append(child(lib, s, row))
     out: dict = {"row": asdict(row), "rounds": rounds, "libraries": {}}
     for lib in LIBRARIES:
         by_setting = {
-            s: {m: summary([res[m] for res in raw[lib, s]]) for m in raw[lib, s][0]}
-            for s in plan[lib]
+            s: {m: summary([res[m] for res in raw[lib, s]]) for m in raw[lib, s][0]} for s in plan
         }
         best = {}
-        for metric in raw[lib, plan[lib][0]][0]:
+        for metric in raw[lib, plan[0]][0]:
             if metric not in METRICS or metric == "peak_mib":
                 continue
             pick = max if METRICS[metric] else min
-            s = pick(plan[lib], key=lambda s: by_setting[s][metric]["median"])
+            s = pick(plan, key=lambda s: by_setting[s][metric]["median"])
             best[metric] = {"setting": s, **by_setting[s][metric]}
             if CPU_TWIN[metric] in by_setting[s]:  # CPU time of the same processes
                 best[metric]["cpu"] = by_setting[s][CPU_TWIN[metric]]
@@ -114,7 +112,7 @@ def run(rows: list[tuple[Row, int]], say, threads: tuple = THREAD_CHOICES) -> di
         "rows": {},
     }
     for row, rounds in rows:
-        count = sum(len(settings(lib, row, threads)) for lib in LIBRARIES)
+        count = len(LIBRARIES) * len(settings(row, threads))
         say(f"{row.key}: {rounds} round(s) x {count} processes")
         results["rows"][row.key] = measure(row, rounds, threads)
     results["load_after"] = os.getloadavg()

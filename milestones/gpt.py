@@ -197,12 +197,13 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     }
     if stored is not None:
         check_resume(stored, meta)
+    workers = training.default_workers()
     console.print(
         f"corpus: {corpus.source}, {len(corpus.text):,} characters; tokenizer {vocab.kind}: "
         f"{vocab.vocab_size} tokens, {len(corpus.text) / len(ids):.2f} characters per token; "
         f"config {name}: embed {config.embed_dim}, {config.num_layers} layers, "
         f"{config.num_heads} heads, max_seq_len {config.max_seq_len}, batch {setup.batch_size}, "
-        f"{setup.steps} steps, seed {seed}; {training.default_workers()} data-parallel thread(s)"
+        f"{setup.steps} steps, seed {seed}; {workers} data-parallel thread(s)"
     )
     seed_everything(seed)
     model = GPT.from_config(config)
@@ -225,7 +226,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         checkpoint_every=setup.checkpoint_every,
         seed=seed,
         to_bits_per_char=to_bits_per_char,
-        workers=training.default_workers(),
+        workers=workers,
     )
     history, seconds, optimizer = training.train(
         model, train_data, val_data, settings, opts.out, meta, opts.resume, console

@@ -293,8 +293,7 @@ class DataParallel:
         if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
             raise ValueError(f"DataParallel: workers must be an integer >= 1, got {workers!r}")
         self.model, self.workers = model, int(workers)
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_size = 0
+        self._pool = ThreadPoolExecutor(workers - 1, "tinytorch-dp") if workers > 1 else None
         self._blas = None
 
     def _copies(self, params: list[Tensor], count: int) -> list[tuple]:
@@ -328,10 +327,10 @@ class DataParallel:
 
     def backward(self, loss_fn, x, y) -> float:
         """Run `loss_fn(model(x), y)` and its backward over the workers; return the loss."""
-        n = len(_rows(x))
-        if len(_rows(y)) != n:
+        n, targets = len(_rows(x)), len(_rows(y))
+        if targets != n:
             raise ShapeError(
-                f"DataParallel: inputs have {n} rows but targets have {len(_rows(y))}; "
+                f"DataParallel: inputs have {n} rows but targets have {targets}; "
                 "pass a batch whose first axis is the same for both"
             )
         parts = min(self.workers, n)
@@ -339,9 +338,6 @@ class DataParallel:
             return self._slice(self.model, loss_fn, x, y, 1.0)
         params = self.model.parameters()
         copies = self._copies(params, parts - 1)
-        if self._pool_size < parts - 1:
-            self._pool = ThreadPoolExecutor(parts - 1, thread_name_prefix="tinytorch-dp")
-            self._pool_size = parts - 1
         bounds = [round(i * n / parts) for i in range(parts + 1)]
         jobs = [(bounds[i], bounds[i + 1], (bounds[i + 1] - bounds[i]) / n) for i in range(parts)]
         with self._one_blas_thread():
