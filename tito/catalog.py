@@ -83,6 +83,11 @@ MODULES: tuple[CourseModule, ...] = (
 )
 
 
+# Package files that are given product code, hand-written rather than exported from a lesson;
+# every staged package (module tests, grading) holds them, like the __init__ files.
+GIVEN: tuple[str, ...] = ("tinytorch/core/hooks.py", "tinytorch/checks.py")
+
+
 def complete_key(incomplete: str) -> list[str]:
     """Shell completion for a module argument: numbers and names that start with the input."""
     keys = [f"{m.number:02d}" for m in MODULES] + [m.slug for m in MODULES]

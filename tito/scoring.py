@@ -28,7 +28,7 @@ from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
 from tito import exporter, lifecycle, paths, sandbox
-from tito.catalog import MODULES, CourseModule
+from tito.catalog import GIVEN, MODULES, CourseModule
 from tito.errors import TitoError
 from tito.refusals import bound_names, forbidden, parse, protected_names
 
@@ -91,7 +91,8 @@ def stage_reference(module: CourseModule, into: Path) -> Path:
     `module` requires, and nothing else. Returns the package folder."""
     package = into / "tinytorch"
     source = paths.root() / "tinytorch"
-    for init in source.rglob("__init__.py"):
+    given = [source.parent / name for name in GIVEN]
+    for init in [*source.rglob("__init__.py"), *given]:
         target = package / init.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(init, target)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinytorch.core.hooks import listeners, run_forward
+
 DTYPE = np.float32
 
 
@@ -74,18 +76,18 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs, **kwargs) -> Tensor:
-        # list comprehensions, not generators: apply runs for every operation, so it stays lean
         tensors = [x if isinstance(x, Tensor) else Tensor(x) for x in inputs]
-        fn = cls()
+        fn, arrays = cls(), [t.data for t in tensors]
         needs = [t.requires_grad for t in tensors] if _GradMode.enabled else ()
+        fn.needs_grad = tuple(needs) if any(needs) else (False,) * len(tensors)
+        # every operation passes here; listeners (module 14's profiler, diagnose) are rare
+        out = Tensor(
+            run_forward(fn, arrays, kwargs) if listeners() else fn.forward(*arrays, **kwargs)
+        )
         if not any(needs):  # no graph: generation runs through here once per operation
-            fn.needs_grad = (False,) * len(tensors)
-            return Tensor(fn.forward(*[t.data for t in tensors], **kwargs))
-        fn.needs_grad = tuple(needs)
-        out = Tensor(fn.forward(*[t.data for t in tensors], **kwargs))
+            return out
         fn.parents = tuple(tensors)
-        out.requires_grad = True
-        out._ctx = fn
+        out.requires_grad, out._ctx = True, fn
         return out
 
 
@@ -471,8 +473,7 @@ class Tensor:
     __eq__, __ne__ = _comparison(np.equal), _comparison(np.not_equal)
     __lt__, __le__ = _comparison(np.less), _comparison(np.less_equal)
     __gt__, __ge__ = _comparison(np.greater), _comparison(np.greater_equal)
-
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # defining __eq__ would otherwise make tensors unhashable
 
     # --- gradients -------------------------------------------------------------------------
     def backward(self, grad=None) -> None:
