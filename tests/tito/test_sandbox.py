@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -125,8 +128,161 @@ def test_a_python_installed_under_tmp_stays_visible(monkeypatch, tmp_path):
     venv = tmp_path / "venv" / "lib" / "site-packages"
     venv.mkdir(parents=True)
     monkeypatch.setattr(sandbox, "_readable_dirs", lambda: [str(venv)])
-    argv = sandbox._argv(Path("/bwrap"), tmp_path / "folder")
+    argv, _ = sandbox._args(tmp_path / "folder")
     tmpfs = argv.index("--tmpfs")
     assert argv[tmpfs + 1] == "/tmp"
     bind = [i for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 1] == str(venv)]
     assert bind and bind[0] > tmpfs
+
+
+def _sandboxed_pids(script: str) -> list[int]:
+    """Host pids of the processes running `python -I -S script` (the sandbox's own Python)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if entry.name.isdigit() and argv[1:] == [b"-I", b"-S", script.encode()]:
+            found.append(int(entry.name))
+    return found
+
+
+def test_never_root_and_kernel_settings_stay_read_only(tmp_path):
+    """As root, the sandbox runs as nobody on the host too (not only inside its user
+    namespace): the kernel's sysctls are out of reach even where a mount would let it write."""
+    code = (
+        "import os, time\n"
+        "for name in ('printk_ratelimit', 'core_pattern', 'hostname'):\n"
+        "    path = '/proc/sys/kernel/' + name\n"
+        "    value = open(path).read()\n"
+        "    try:\n"
+        "        with open(path, 'w') as f:\n"
+        "            f.write(value)\n"
+        "        print(name, 'written')\n"
+        "    except OSError as err:\n"
+        "        print(name, 'refused', err.errno)\n"
+        "time.sleep(3)  # marker-5531\n"
+    )
+    before = Path("/proc/sys/kernel/core_pattern").read_text()
+    with ThreadPoolExecutor(1) as pool:
+        running_script = pool.submit(run, tmp_path, code)
+        uids = set()
+        deadline = time.monotonic() + 20
+        while not running_script.done() and time.monotonic() < deadline:
+            for pid in _sandboxed_pids("/grade/script.py"):
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:  # it ended meanwhile
+                    continue
+                uids.add(int(re.search(r"^Uid:\s+(\d+)", status, re.M)[1]))
+            time.sleep(0.05)
+        done = running_script.result()
+    assert uids == {sandbox.NOBODY if os.geteuid() == 0 else os.geteuid()}, uids
+    for name in ("printk_ratelimit", "core_pattern", "hostname"):
+        assert f"{name} refused" in done.output and f"{name} written" not in done.output
+    assert Path("/proc/sys/kernel/core_pattern").read_text() == before
+
+
+def test_no_file_system_can_hold_much_memory(tmp_path):
+    """/dev/shm holds 8 MiB, /tmp 64 MiB; /, /dev and the emptied site-packages are read-only:
+    2.5 GB written to files never fits anywhere, so files cannot hold memory the limits miss."""
+    site_packages = sandbox._emptied_dirs(sandbox._args(tmp_path)[1])[0]
+    code = (
+        "import os\n"
+        f"for folder in ('/dev/shm', '/tmp', '/', '/dev', {site_packages!r}):\n"
+        "    written = 0\n"
+        "    try:\n"
+        "        with open(os.path.join(folder, 'fill'), 'wb') as f:\n"
+        "            block = bytes(2**20)\n"
+        "            while written < 2500 * 2**20:\n"
+        "                f.write(block)\n"
+        "                f.flush()\n"
+        "                written += len(block)\n"
+        "    except OSError as err:\n"
+        "        print(folder, 'stopped', err.strerror)\n"
+        "    print(folder, 'held', written // 2**20, 'MiB')\n"
+    )
+    done = run(tmp_path, code, timeout=60)
+    held = {f: int(n) for f, n in re.findall(r"^(\S+) held (\d+) MiB$", done.output, re.M)}
+    assert held["/dev/shm"] <= sandbox.SHM_BYTES // 2**20, done.output
+    assert held["/tmp"] <= sandbox.TMP_BYTES // 2**20
+    assert held["/"] == held["/dev"] == held[site_packages] == 0
+    assert done.output.count("stopped") == 5
+
+
+def test_memory_is_capped_for_the_process_and_where_possible_the_whole_sandbox(
+    tmp_path, monkeypatch
+):
+    """(At a 256 MiB cap, to stay quick.) One process cannot take more than the cap; with a
+    cgroup, two processes of 200 MiB each (each within its own limit) cannot either."""
+    monkeypatch.setattr(sandbox, "MEMORY_BYTES", 256 * 2**20)
+    code = (
+        "import os\n"
+        "try:\n    big = bytearray(300 * 2**20)\n    print('one: held 300 MiB', flush=True)\n"
+        "except MemoryError:\n    print('one: MemoryError', flush=True)\n"
+        "pid = os.fork()\n"
+        "half = bytearray(200 * 2**20)\n"
+        "for i in range(0, len(half), 4096):\n    half[i] = 1\n"
+        "if pid == 0:\n    import time; time.sleep(2); os._exit(0)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print('two: held 400 MiB' if status == 0 else 'two: one was killed', flush=True)\n"
+    )
+    done = run(tmp_path, code, timeout=60)
+    assert "one: MemoryError" in done.output, done.output
+    if sandbox.memory_cap().startswith(("cgroup", "systemd")):
+        assert "two: held 400 MiB" not in done.output, done.output
+    else:
+        assert sandbox.memory_cap().startswith("no cgroup here")
+
+
+def test_installed_packages_are_not_there_only_numpy(tmp_path):
+    """Whatever is installed beside numpy (a non-editable install of the course, nbgrader,
+    tito) is not in the sandbox: site-packages holds numpy alone."""
+    import numpy
+
+    site_packages = str(Path(numpy.__file__).resolve().parent.parent)
+    code = (
+        "import os, sys\n"
+        f"sys.path.insert(0, {site_packages!r})\n"
+        f"print('listing', sorted(os.listdir({site_packages!r})))\n"
+        "for name in ('tinytorch', 'tito', 'nbgrader', 'nh3', 'numpy'):\n"
+        "    try:\n        __import__(name)\n        print(name, 'imported')\n"
+        "    except ImportError:\n        print(name, 'missing')\n"
+    )
+    done = run(tmp_path, code)
+    assert "listing ['numpy', 'numpy.libs']" in done.output or "listing ['numpy']" in done.output
+    for name in ("tinytorch", "tito", "nbgrader", "nh3"):
+        assert f"{name} missing" in done.output, done.output
+    assert "numpy imported" in done.output
+
+
+def test_no_descriptor_or_process_of_the_host_is_reachable(tmp_path):
+    """tito's open files are not inherited (only stdin, stdout, stderr), and no other
+    process, nor its open files, can be seen: the pid namespace holds the sandbox alone."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s3cret")
+    with open(secret) as held, socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        code = (
+            "import os\n"
+            "print('own', sorted(os.listdir('/proc/self/fd')))\n"
+            "found = []\n"
+            "for pid in os.listdir('/proc'):\n"
+            "    if pid.isdigit():\n"
+            "        try:\n"
+            "            for fd in os.listdir(f'/proc/{pid}/fd'):\n"
+            "                found.append(os.readlink(f'/proc/{pid}/fd/{fd}'))\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "print('pids', sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
+            "print('links', found)\n"
+            f"print('host', os.path.exists('/proc/{os.getpid()}/fd/{held.fileno()}'))\n"
+        )
+        done = run(tmp_path, code)
+    assert "own ['0', '1', '2', '3']" in done.output, done.output
+    assert "s3cret" not in done.output and str(secret) not in done.output
+    assert "socket" not in re.search(r"^links (.*)$", done.output, re.M)[1]
+    pids = eval(re.search(r"^pids (.*)$", done.output, re.M)[1])  # a printed list of strings
+    assert all(int(p) < 10 for p in pids), pids
+    assert "host False" in done.output or os.getpid() < 10
