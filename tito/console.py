@@ -4,18 +4,22 @@ from rich.console import Console
 from rich.markup import escape
 from rich.theme import Theme
 
+from tito.inert import terminal_text
+
 THEME = Theme({"ok": "green", "bad": "bold red", "note": "dim", "name": "cyan"})
 console = Console(theme=THEME, highlight=False, soft_wrap=True)  # commands stay copyable
 errors = Console(theme=THEME, highlight=False, soft_wrap=True, stderr=True)
 
 
 def ok(message: str) -> None:
-    console.print(f"[ok]ok[/ok] {escape(message)}", soft_wrap=True)
+    console.print(f"[ok]ok[/ok] {escape(terminal_text(message))}", soft_wrap=True)
 
 
 def fail(message: str, hint: str | None = None) -> None:
     # soft_wrap: an error stays one line however narrow the terminal (or a test runner) is;
     # escape: messages are plain text, and paths or commands like ".[test]" are not markup
-    errors.print(f"[bad]error:[/bad] {escape(message)}", soft_wrap=True)
+    # terminal_text: a message may carry a student's text (an exception, a folder name), and
+    # no escape sequence of theirs reaches the terminal
+    errors.print(f"[bad]error:[/bad] {escape(terminal_text(message))}", soft_wrap=True)
     if hint:
-        errors.print(f"[note]hint:[/note] {escape(hint)}", soft_wrap=True)
+        errors.print(f"[note]hint:[/note] {escape(terminal_text(hint))}", soft_wrap=True)

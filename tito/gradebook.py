@@ -23,6 +23,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from tito import grading, paths
 from tito.catalog import MODULES, CourseModule
 from tito.errors import TitoError
+from tito.inert import csv_row
 
 GRADED = "graded"
 MANUAL = "needs manual grading"
@@ -248,5 +249,5 @@ def export_csv(course: Path, to: Path | None = None) -> Path:
     with open(dest, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(csv_row(row) for row in rows)  # no cell a spreadsheet runs
     return dest

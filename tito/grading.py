@@ -22,7 +22,8 @@ from sqlalchemy.exc import SAWarning
 from tito.catalog import CourseModule
 from tito.course import assignment_id, course_config, notebook_file, tools_on_path
 from tito.errors import TitoError
-from tito.notebooks import read_notebook, secret_lines
+from tito.inert import clean_feedback
+from tito.notebooks import secret_lines
 
 
 class StderrIsNotFailure(NbGraderPreprocessor):
@@ -217,14 +218,11 @@ def _check_released(course: Path, module: CourseModule) -> None:
 
 
 def _read_submission(notebook: Path) -> nbformat.NotebookNode:
-    """The student's notebook, or a TitoError naming what is wrong with it."""
-    nb = read_notebook(notebook)
-    try:
-        nbformat.validate(nb)
-    except nbformat.ValidationError as err:
-        first = str(err).splitlines()[0]
-        raise TitoError(f"{notebook} is not a valid notebook: {first}") from None
-    return nb
+    """The student's notebook, or a TitoError naming what is wrong with it (tito/submissions.py:
+    regular files only, bounded JSON and code, checked before nbformat and nbgrader see it)."""
+    from tito.submissions import read_submission
+
+    return read_submission(notebook)
 
 
 def autograde(
@@ -327,5 +325,7 @@ def feedback(course: Path, module: CourseModule, student: str | None = None) -> 
         result = api.generate_feedback(assignment_id(module), name, force=True)
         html = course / "feedback" / name / assignment_id(module) / f"{module.slug}.html"
         ok = result["success"] and html.exists()
+        if ok:  # the student's markdown and outputs are in it: no script of theirs may run
+            clean_feedback(html)
         outcomes.append(Outcome(name, ok, str(html) if ok else _failure(result)))
     return outcomes

@@ -231,6 +231,7 @@ def _report(scores: gradebook.Scores, title: str, only: list[str] | None = None)
     """A table that fits 80 columns: graded cells are numbered, with a legend below it, and
     the reason of every student who is not plainly graded is listed after it."""
     from tito.gradebook import GRADED
+    from tito.inert import terminal_text
 
     names = [s for s in scores.entries if only is None or s in only]
     table = Table(title=f"grades: {title}", title_justify="left")
@@ -245,11 +246,13 @@ def _report(scores: gradebook.Scores, title: str, only: list[str] | None = None)
         if entry.status != GRADED and not entry.cells:
             values = ["-"] * len(scores.cells)
         status = "" if entry.status == GRADED else entry.status
-        table.add_row(name, *values, f"{scores.total(name):g}", status)
+        shown, status = escape(terminal_text(name)), escape(terminal_text(status))
+        table.add_row(shown, *values, f"{scores.total(name):g}", status)
     console.print(table)
     for number, (grade_id, points) in enumerate(scores.cells, 1):
         console.print(f"[note]{number}: {grade_id} ({points:g} points)[/note]", soft_wrap=True)
     for name in names:
         entry = scores.entries[name]
         if entry.reason and entry.status != GRADED:
-            console.print(f"{escape(name)}: {entry.status}: {escape(entry.reason)}", soft_wrap=True)
+            line = f"{name}: {entry.status}: {entry.reason}"
+            console.print(escape(terminal_text(line)), soft_wrap=True)
