@@ -38,11 +38,11 @@ def _shape_hint(yours: np.ndarray, expected: np.ndarray) -> str:
     ys, es = yours.shape, expected.shape
     if ys == es[::-1] or (len(ys) >= 2 and ys == es[:-2] + es[-1:-3:-1]):
         return "the shape is the expected one with its axes swapped: a transpose (.T) slip"
-    if yours.size == expected.size:
-        return "the same number of values in another shape: a reshape or transpose slip"
     squeezed = tuple(d for d in ys if d != 1), tuple(d for d in es if d != 1)
     if squeezed[0] == squeezed[1]:
         return "only axes of size 1 differ: a missing or extra keepdims=True, or a missing squeeze"
+    if yours.size == expected.size:
+        return "the same number of values in another shape: a reshape or transpose slip"
     try:
         np.broadcast_shapes(ys, es)
     except ValueError:
@@ -57,7 +57,8 @@ def _factor_hint(k: float) -> str:
         if whole >= 2 and math.isclose(value, whole, rel_tol=1e-4):
             return (
                 f"every value is {whole} times {words} than expected: a sum where a mean belongs "
-                f"(or a mean where a sum does), or a count of {whole} applied twice or not at all"
+                f"(or a mean where a sum does) over {whole} values, or a missing (or doubled) "
+                f"1/sqrt(d) scale with d = {whole * whole}"
             )
     for value, words in ((k, "larger"), (1 / k, "smaller")):
         square = round(value * value)
@@ -157,7 +158,8 @@ def compare(yours, expected, rtol: float = RTOL, atol: float = ATOL) -> Differen
     y64, e64 = yours.astype(np.float64), expected.astype(np.float64)
     err = np.abs(np.where(np.isnan(y64) != np.isnan(e64), np.inf, np.nan_to_num(y64 - e64)))
     index = np.unravel_index(int(np.argmax(err)), err.shape) if err.ndim else ()
-    rel = err / (np.abs(e64) + atol)
+    with np.errstate(all="ignore"):
+        rel = err / (np.abs(e64) + atol)
     wrong = float(np.mean(~np.isclose(y64, e64, rtol=rtol, atol=atol)))
     at, mine, want = _where(index), _fmt(float(y64[index])), _fmt(float(e64[index]))
     summary = (
