@@ -84,3 +84,17 @@ def test_the_command_names_the_cell_and_shows_no_reference_or_check_code(tmp_pat
                 hidden.add(line.strip())
     shown = [line for line in hidden if len(line) > 12 and line in result.output]
     assert not shown
+
+
+def test_without_a_notebook_it_says_how_to_make_one(project, cli):
+    result = cli("diagnose", "13")
+    assert result.exit_code == 1
+    assert "no notebook at" in result.stderr and "tito module open" in result.stderr
+
+
+def test_a_notebook_in_the_workspace_is_the_default(project, cli):
+    target = project / "workspace" / "04_losses" / "losses.ipynb"
+    target.parent.mkdir(parents=True)
+    planted(4, BUGS[0][1], BUGS[0][2], target.parent)
+    result = cli("diagnose", "losses")
+    assert result.exit_code == 1 and "losses.ipynb, cell " in result.output
