@@ -182,7 +182,9 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     ids = vocab.encode(corpus.text)
     tokenizer_seconds = time.perf_counter() - began
     config = replace(PRESETS[name], vocab_size=vocab.vocab_size)
-    train_ids, val_ids = split(ids, config.max_seq_len, seed)
+    fits = [n for n in TRAINING if 2 * (PRESETS[n].max_seq_len + 2) <= len(ids)]  # see split
+    smaller = max(fits, key=lambda n: PRESETS[n].max_seq_len) if fits else None
+    train_ids, val_ids = split(ids, config.max_seq_len, seed, smaller)
     train_data = LanguageModelDataset(train_ids, config.max_seq_len)
     val_data = LanguageModelDataset(val_ids, config.max_seq_len)
     val_chars = len(vocab.decode(val_ids))

@@ -6,6 +6,7 @@ crash never leaves half a file and every file follows the umask.
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 from pathlib import Path
@@ -29,8 +30,22 @@ def prepare_out(out: Path) -> None:
     except OSError as err:
         raise MilestoneError(
             f"cannot write to the output folder {out}: {err.strerror or err}",
-            hint="pass --out DIR with a shorter path to a folder you can write to",
+            hint=_out_hint(err, out),
         ) from None
+
+
+def _out_hint(err: OSError, out: Path) -> str:
+    """What to do about the error that stopped the output folder being made or written."""
+    if err.errno == errno.ENAMETOOLONG:
+        return "pass --out DIR with a shorter path"
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "pass --out DIR naming a folder you may write to (this one is read-only to you)"
+    if err.errno in (errno.ENOTDIR, errno.EEXIST):
+        blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), out)
+        return f"pass --out DIR naming a folder: {blocker} is a file"
+    if err.errno == errno.ENOSPC:
+        return "free some disk space, or pass --out DIR on another disk"
+    return "pass --out DIR naming a folder you can write to"
 
 
 def keep_previous(out: Path, names: list[str]) -> Path | None:

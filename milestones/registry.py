@@ -34,6 +34,26 @@ class RunOptions:
     data_dir: Path | None = None  # where corpora and learned tokenizers are cached; None: nowhere
     console: Console = field(default_factory=Console)
 
+    def refuse(self, milestone: str, why: dict[str, str]) -> None:
+        """A MilestoneError for the first option given that `milestone` has no use for.
+
+        `why` maps an option ("--data", "--resume", "--tokenizer", "--config", "--steps") to
+        the reason it does not apply, e.g. {"--data": "makes its own corpus"}.
+        """
+        given = {
+            "--data": self.data is not None,
+            "--resume": self.resume,
+            "--tokenizer": self.tokenizer is not None,
+            "--config": self.config is not None,
+            "--steps": self.steps is not None,
+        }
+        for option, reason in why.items():
+            if given[option]:
+                raise MilestoneError(
+                    f"{option} does not apply to {milestone}: it {reason}",
+                    hint=f"run `tito milestone run {milestone}` without {option}",
+                )
+
     def check(self) -> None:
         """Reject values no milestone can use, naming the option."""
         if self.seed is not None and self.seed < 0:
