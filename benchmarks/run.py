@@ -154,7 +154,7 @@ def benchmark(
         say(f"quality: small preset, {quality_steps} steps each (this takes a while)")
         results["quality"] = quality_run(quality_steps)
     results["seconds"] = time.perf_counter() - began
-    console.print(table(results))
+    console.print(table(results, console.width))
     for note in NOTES:
         console.print(f"[dim]{note}[/dim]")
     m = results["machine"]

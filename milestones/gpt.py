@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -12,7 +11,7 @@ import numpy as np
 from milestones import plots, provenance, report, scaling, tokens, training
 from milestones.corpus import DEFAULT_SOURCE, Corpus, default_corpus, read_corpus, split
 from milestones.errors import MilestoneError
-from milestones.output import prepare_out, write_json
+from milestones.output import keep_previous, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.accel.accelerate import accelerate
 from tinytorch.core.autograd import no_grad, topological_order
@@ -26,6 +25,7 @@ from tinytorch.models.transformer import GPT, PRESETS, GPTConfig, count_paramete
 PROMPT = "The"  # no trailing space: a BPE vocabulary writes the space with the next word
 # (temperature, top_k) of each sample: temperature 0 is greedy; top-k drops the unlikely tail
 SAMPLING = ((0.7, 20), (1.0, None), (0.0, None))
+RUN_FILES = ("summary.json", training.CHECKPOINT, "loss.png", "attention.png", "scaling.png")
 
 
 @dataclass(frozen=True)
@@ -210,11 +210,9 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     console.print(provenance.header(opts.completed, fast))
     seed_everything(seed)
     model = accelerate(GPT.from_config(config), fast)
-    checkpoint = opts.out / training.CHECKPOINT
-    if not opts.resume and checkpoint.exists():
-        kept = checkpoint.with_name("checkpoint.previous.npz")
-        os.replace(checkpoint, kept)
-        console.print(f"[dim]the earlier checkpoint was kept as {kept}[/dim]")
+    kept = None if opts.resume else keep_previous(opts.out, list(RUN_FILES))
+    if kept is not None:
+        console.print(f"the earlier run in {opts.out} was moved to {kept}", highlight=False)
     settings = training.Settings(
         steps=setup.steps,
         batch_size=setup.batch_size,

@@ -7,14 +7,16 @@ crash never leaves half a file and every file follows the umask.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from milestones.errors import MilestoneError
 from tinytorch.core.training import write_atomic
 
-# The longest file name a run writes: the temporary twin of checkpoint.previous.npz that
-# write_atomic creates (".checkpoint.previous.npz.XXXXXXXX.tmp", 37 characters), with room to spare.
+# The longest file name a run writes: the temporary twin of summary.json or checkpoint.npz that
+# write_atomic creates (".checkpoint.npz.XXXXXXXX.tmp", 28 characters), with room to spare.
 LONGEST_NAME = 48
+PREVIOUS = "previous"  # the run before this one, moved whole into <out>/previous/
 
 
 def prepare_out(out: Path) -> None:
@@ -29,6 +31,24 @@ def prepare_out(out: Path) -> None:
             f"cannot write to the output folder {out}: {err.strerror or err}",
             hint="pass --out DIR with a shorter path to a folder you can write to",
         ) from None
+
+
+def keep_previous(out: Path, names: list[str]) -> Path | None:
+    """Move an earlier run's files (those of `names` that exist) into <out>/previous/.
+
+    The folder then holds that run whole (summary, plots, checkpoint), so it can still be read,
+    resumed or exported; the run before it, if one was kept there, is deleted. None when `out`
+    held no earlier run.
+    """
+    found = [out / name for name in names if (out / name).is_file()]
+    if not found:
+        return None
+    kept = out / PREVIOUS
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir()
+    for path in found:
+        path.replace(kept / path.name)
+    return kept
 
 
 def write_json(path: Path, payload: dict) -> Path:

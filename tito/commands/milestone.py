@@ -54,7 +54,10 @@ def run(
     seed: Annotated[
         int | None, typer.Option(help="Seed for the split, the model and batches (>= 0).")
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="Output folder (default runs/NAME).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Output folder (default runs/NAME, --quick runs/NAME-quick)."),
+    ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue from the checkpoint in --out.")
     ] = False,
@@ -76,7 +79,8 @@ def run(
                 + ", ".join(x.name for x in missing),
                 hint=f"complete them first, e.g. `tito module complete {missing[0].number}`",
             )
-        out = out if out is not None else paths.root() / "runs" / milestone.name
+        # a --quick run never replaces the full run's files
+        out = out if out is not None else paths.root() / "runs" / default_folder(milestone, quick)
         options = milestones.RunOptions(
             out,
             quick=quick,
@@ -95,6 +99,10 @@ def run(
     except milestones.MilestoneError as err:
         raise TitoError(err.message, hint=err.hint, exit_code=err.exit_code) from None
     ok(f"wrote {', '.join(summary['files'])} to {out}")
+
+
+def default_folder(milestone, quick: bool) -> str:
+    return f"{milestone.name}-quick" if quick else milestone.name
 
 
 def _one_blas_thread():
