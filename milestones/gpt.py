@@ -8,11 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from milestones import plots, report, scaling, tokens, training
+from milestones import plots, provenance, report, scaling, tokens, training
 from milestones.corpus import DEFAULT_SOURCE, Corpus, default_corpus, read_corpus, split
 from milestones.errors import MilestoneError
 from milestones.output import keep_previous, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
+from tinytorch.accel.accelerate import accelerate
 from tinytorch.core.autograd import no_grad, topological_order
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
@@ -200,6 +201,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     if stored is not None:
         check_resume(stored, meta)
     workers = training.default_workers()
+    fast = provenance.parts(opts.completed)
     console.print(
         f"corpus: {corpus.source}, {len(corpus.text):,} characters; tokenizer {vocab.kind}: "
         f"{vocab.vocab_size} tokens, {len(corpus.text) / len(ids):.2f} characters per token; "
@@ -207,8 +209,9 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         f"{config.num_heads} heads, max_seq_len {config.max_seq_len}, batch {setup.batch_size}, "
         f"{setup.steps} steps, seed {seed}; {workers} data-parallel thread(s)"
     )
+    console.print(provenance.header(opts.completed, fast))
     seed_everything(seed)
-    model = GPT.from_config(config)
+    model = accelerate(GPT.from_config(config), fast)
     kept = None if opts.resume else keep_previous(opts.out, list(RUN_FILES))
     if kept is not None:
         console.print(f"the earlier run in {opts.out} was moved to {kept}", highlight=False)
@@ -227,6 +230,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         seed=seed,
         to_bits_per_char=to_bits_per_char,
         workers=workers,
+        accelerate=fast,
     )
     history, seconds, optimizer = training.train(
         model, train_data, val_data, settings, opts.out, meta, opts.resume, console
@@ -274,6 +278,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
             "seconds": seconds,
             "tokens_per_second": trained_tokens / seconds if seconds > 0 else None,
             "data_parallel_workers": settings.workers,
+            "accelerated": sorted(fast),
         },
         "prompt": prompt,
         "samples": texts,

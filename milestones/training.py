@@ -21,10 +21,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from milestones.errors import MilestoneError
+from tinytorch.accel.accelerate import accelerate
+from tinytorch.accel.parallel import DataParallel
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
-from tinytorch.core.parallel import DataParallel
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import (
     CosineSchedule,
@@ -63,7 +64,8 @@ class Settings:
     checkpoint_every: int
     seed: int
     to_bits_per_char: float = 1 / math.log(2)  # times a loss in nats per token: bits per character
-    workers: int = 1  # data-parallel threads per step (module 07's DataParallel)
+    workers: int = 1  # data-parallel threads per step (module 18's DataParallel)
+    accelerate: tuple[str, ...] = ()  # module 18's parts for the optimizer ("adamw")
 
 
 def default_workers() -> int:
@@ -219,7 +221,7 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
     and checkpoints between them; the progress bar's tok/s is the same training throughput.
     """
     params = model.parameters()
-    optimizer = AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = accelerate(AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay), cfg.accelerate)
     schedule = CosineSchedule(cfg.lr, cfg.warmup, cfg.steps, min_lr=cfg.min_lr)
     path = out / CHECKPOINT
     start, history = 0, History()

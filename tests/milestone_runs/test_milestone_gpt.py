@@ -153,7 +153,7 @@ def test_ctrl_c_then_resume_matches_an_uninterrupted_run(tmp_path, text_file, mo
 
 
 def test_two_data_parallel_threads_train_the_same_model_as_one(tmp_path, text_file, monkeypatch):
-    """Trained through module 07's DataParallel, split or not, a run ends at the same weights."""
+    """Trained through module 18's DataParallel, split or not, a run ends at the same weights."""
     runs = {}
     for workers in (1, 2):
         monkeypatch.setattr(training, "default_workers", lambda n=workers: n)

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 import milestones
-from tito import catalog, paths
+from tito import catalog, paths, progress
 from tito.console import console, ok
 from tito.errors import TitoError
 
@@ -92,6 +92,7 @@ def run(
             tokenizer=tokenizer,
             console=console,
             data_dir=paths.root() / "data",
+            completed=frozenset(progress.load()),
         )
         with _one_blas_thread():
             summary = milestone.run(options)
@@ -107,7 +108,7 @@ def default_folder(milestone, quick: bool) -> str:
 def _one_blas_thread():
     """One BLAS thread unless the user chose a number (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
 
-    The second core goes to a second data-parallel thread instead (module 07's DataParallel, see
+    The second core goes to a second data-parallel thread instead (module 18's DataParallel, see
     milestones/training.py): it runs the softmaxes and GELUs in parallel too, where BLAS threads
     run only the matrix products, and nothing spin-waits when another process wants a core.
     """
