@@ -46,7 +46,7 @@ MODULES: tuple[CourseModule, ...] = (
         7,
         "training",
         "Training",
-        ("core.training", "core.parallel"),
+        ("core.training",),
         (1, 2, 3, 4, 5, 6),
         "tests/07_training",
     ),
@@ -79,6 +79,14 @@ MODULES: tuple[CourseModule, ...] = (
         ),
         (1, 2, 3, 4, 5, 6, 7, 11, 12),
         "tests/13_transformers",
+    ),
+    CourseModule(
+        18,
+        "acceleration",
+        "Acceleration",
+        ("accel.kernels", "accel.optim", "accel.parallel", "accel.accelerate"),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        "tests/18_acceleration",
     ),
     CourseModule(
         19, "benchmarking", "Benchmarking", ("bench.harness",), (), "tests/19_benchmarking"
