@@ -133,7 +133,8 @@ def _programs(module: CourseModule, notebook: Path):
     from tito.scoring import build_program
 
     source = read_source(paths.source(module))
-    submission = read_notebook(notebook)
+    own = notebook.resolve() == paths.notebook(module).resolve()
+    submission = read_notebook(notebook, module if own else None)
     theirs = build_program(source, submission)
     reference = build_program(source, source)
     solutions = _solution_cells(source, submission, theirs)
