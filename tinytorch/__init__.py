@@ -30,6 +30,10 @@ COURSE = {
     "tinytorch.nn.normalization": "13 transformers",
     "tinytorch.nn.feedforward": "13 transformers",
     "tinytorch.models.transformer": "13 transformers",
+    "tinytorch.accel.kernels": "18 acceleration",
+    "tinytorch.accel.optim": "18 acceleration",
+    "tinytorch.accel.parallel": "18 acceleration",
+    "tinytorch.accel.accelerate": "18 acceleration",
 }
 
 
@@ -70,5 +74,5 @@ _HOMES = {
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy_names(
-    "tinytorch", _HOMES, ("core", "data", "models", "nn", "optim", "text")
+    "tinytorch", _HOMES, ("accel", "core", "data", "models", "nn", "optim", "text")
 )

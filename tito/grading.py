@@ -4,6 +4,7 @@ autograde, feedback. What the grades are is tito/gradebook.py.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -222,6 +223,13 @@ def _read_submission(notebook: Path) -> nbformat.NotebookNode:
     regular files only, bounded JSON and code, checked before nbformat and nbgrader see it)."""
     from tito.submissions import read_submission
 
+    if not os.path.lexists(notebook) and notebook.parent.is_dir():  # misnamed: say what is there
+        there = sorted(p.name for p in notebook.parent.iterdir() if p.is_file())
+        if there:
+            raise TitoError(
+                f"no notebook at {notebook}; found {', '.join(there)} instead "
+                f"(nbgrader grades only {notebook.name}: rename the file to that)"
+            )
     return read_submission(notebook)
 
 
