@@ -80,6 +80,14 @@ MODULES: tuple[CourseModule, ...] = (
         (1, 2, 3, 4, 5, 6, 7, 11, 12),
         "tests/13_transformers",
     ),
+    CourseModule(
+        17,
+        "memoization",
+        "Memoization",
+        ("memo.kvcache", "memo.generation"),
+        (1, 3, 5, 11, 12, 13),
+        "tests/17_memoization",
+    ),
 )
 
 
