@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("tinytorch", "torch")
 # Thread settings: "Nt" is N BLAS threads for numpy, N intra-op threads for torch; "Nw" is
 # training with the batch split over N threads of one BLAS / intra-op thread each: tinytorch
-# through module 07's DataParallel (what `tito milestone run gpt` does on 2 cores), PyTorch through
+# through module 18's DataParallel (what `tito milestone run gpt` does on 2 cores), PyTorch through
 # the same scheme in TorchTrainer. Each library is reported at its fastest setting.
 THREAD_CHOICES = ("1t", "2t")
 DATA_PARALLEL = "2w"
@@ -82,11 +82,11 @@ def batches(vocab_size: int, batch: int, seq_len: int, count: int, seed: int = 1
 
 class TinyTrainer:
     """Forward, tinytorch's fused cross-entropy, backward and AdamW for a tinytorch GPT, through
-    module 07's DataParallel as the GPT milestone trains (one worker: the plain step)."""
+    module 18's DataParallel as the GPT milestone trains (one worker: the plain step)."""
 
     def __init__(self, model, lr: float = LR, workers: int = 1):
+        from tinytorch.accel.parallel import DataParallel
         from tinytorch.core.optimizers import AdamW
-        from tinytorch.core.parallel import DataParallel
 
         self.model, self.opt = model, AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
         self.parallel = DataParallel(model, workers)

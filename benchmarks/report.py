@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.table import Table
 
 # (row key, metric, label, better, goal, must reach); ratio = tinytorch / torch
@@ -57,24 +58,52 @@ def rows(results: dict) -> list[dict]:
     return out
 
 
-def table(results: dict) -> Table:
+WIDE = 150  # the table's width with one line per row; narrower consoles get the compact form
+
+
+def _compact(row: dict) -> tuple[str, ...]:
+    """A row in two lines a cell: median and setting over the spread, the CPU ratio under."""
+
+    def cell(text: str) -> str:
+        median, spread, setting = text.split(" ")
+        return f"{median} {setting}\n{spread}"
+
+    target = row["target"].replace(" (must", "\nmust").rstrip(")")
+    cpu = "" if row["cpu_ratio"] == "-" else f"\ncpu {row['cpu_ratio']}"
+    return (row["metric"], cell(row["tinytorch"]), cell(row["torch"]), row["ratio"] + cpu,
+            target, row["status"].replace("goal ", ""))  # fmt: skip
+
+
+def table(results: dict, width: int = WIDE) -> Table:
+    """The results; below WIDE columns, each row in two lines that fit 80 columns."""
+    compact = width < WIDE
     t = Table(
         title="tinytorch vs PyTorch (CPU, float32, one process per measurement)",
         title_justify="left",
+        box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD,
+        show_lines=False,
     )
     columns = ("metric", "tinytorch", "torch", "ratio", "cpu_ratio", "target", "status")
-    for name in columns:
-        t.add_column(name, justify="left" if name in ("metric", "status") else "right")
+    headers = ("metric", "tinytorch", "torch", "ratio", "target", "goal") if compact else columns
+    for name in headers:
+        t.add_column(
+            name,
+            justify="left" if name in ("metric", "status", "goal") else "right",
+            no_wrap=compact and name != "metric",
+        )
     for row in rows(results):
-        t.add_row(*(row[k] for k in columns))
+        if compact:
+            t.add_row(*_compact(row), end_section=True)
+        else:
+            t.add_row(*(row[k] for k in columns))
     q = results.get("quality")
     if q:
         t.add_row(
             f"final val loss ({q['steps']} steps, small)",
             f"{q['val_loss']['tinytorch']:.3f}",
             f"{q['val_loss']['torch']:.3f}",
-            f"gap {q['val_loss_gap']:+.3f}",
-            "-",
+            ("gap\n" if compact else "gap ") + f"{q['val_loss_gap']:+.3f}",
+            *([] if compact else ["-"]),
             "<= 0.05",
             "ok" if abs(q["val_loss_gap"]) <= 0.05 else "MISSED",
         )

@@ -5,7 +5,7 @@ threads compete with the other's. A round runs every (library, thread setting) p
 alternating tinytorch and torch (the order reversed every other round); each row is repeated for
 several rounds and reported as the median over processes with its min-max spread, for each
 library at its fastest setting: 1 or 2 threads, and for training also 2 data-parallel threads
-(tinytorch: module 07's DataParallel, as the GPT milestone trains; PyTorch: the same split).
+(tinytorch: module 18's DataParallel, as the GPT milestone trains; PyTorch: the same split).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def benchmark(
         say(f"quality: small preset, {quality_steps} steps each (this takes a while)")
         results["quality"] = quality_run(quality_steps)
     results["seconds"] = time.perf_counter() - began
-    console.print(table(results))
+    console.print(table(results, console.width))
     for note in NOTES:
         console.print(f"[dim]{note}[/dim]")
     m = results["machine"]

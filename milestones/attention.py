@@ -57,6 +57,15 @@ def accuracy(model, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 def run(milestone: Milestone, opts: RunOptions) -> dict:
     """Train on random reversals, then report accuracy on 1,000 unseen ones."""
+    opts.refuse(
+        "attention",
+        {
+            "--data": "makes its own sequences of digits",
+            "--resume": "keeps no checkpoint",
+            "--tokenizer": "reads digits, one token each",
+            "--config": "has one model size",
+        },
+    )
     out, console = opts.out, opts.console
     seed = opts.seed or 0
     steps = 500 if opts.steps is None else opts.steps

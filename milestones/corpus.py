@@ -142,18 +142,23 @@ def read_corpus(path: Path) -> Corpus:
     return Corpus(text, str(path))
 
 
-def split(tokens: np.ndarray, max_seq_len: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def split(
+    tokens: np.ndarray, max_seq_len: int, seed: int, smaller: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Train and validation token arrays: a seeded choice of about 10% of equal blocks.
 
     The text is cut into at most 20 blocks of at least `max_seq_len + 2` tokens; the seed picks
-    which blocks are held out, so the split is fixed for a given text and seed.
+    which blocks are held out, so the split is fixed for a given text and seed. `smaller` names
+    a config with a shorter max_seq_len, for the hint when the text is too short (None: there
+    is none).
     """
     n_blocks = min(20, len(tokens) // (max_seq_len + 2))
     if n_blocks < 2:
         raise MilestoneError(
             f"the text has {len(tokens)} tokens; max_seq_len {max_seq_len} needs at least "
             f"{2 * (max_seq_len + 2)}",
-            hint="use a longer --data file or a smaller --config",
+            hint="use a longer --data file"
+            + (f" or a smaller config (--config {smaller})" if smaller else ""),
         )
     blocks = np.array_split(tokens, n_blocks)
     n_val = max(1, round(n_blocks * VALIDATION_FRACTION))

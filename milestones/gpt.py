@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from milestones import plots, report, scaling, tokens, training
+from milestones import plots, provenance, report, scaling, tokens, training
 from milestones.corpus import DEFAULT_SOURCE, Corpus, default_corpus, read_corpus, split
 from milestones.errors import MilestoneError
-from milestones.output import prepare_out, write_json
+from milestones.output import keep_previous, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
+from tinytorch.accel.accelerate import accelerate
 from tinytorch.core.autograd import no_grad, topological_order
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
@@ -25,6 +25,7 @@ from tinytorch.models.transformer import GPT, PRESETS, GPTConfig, count_paramete
 PROMPT = "The"  # no trailing space: a BPE vocabulary writes the space with the next word
 # (temperature, top_k) of each sample: temperature 0 is greedy; top-k drops the unlikely tail
 SAMPLING = ((0.7, 20), (1.0, None), (0.0, None))
+RUN_FILES = ("summary.json", training.CHECKPOINT, "loss.png", "attention.png", "scaling.png")
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,9 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     ids = vocab.encode(corpus.text)
     tokenizer_seconds = time.perf_counter() - began
     config = replace(PRESETS[name], vocab_size=vocab.vocab_size)
-    train_ids, val_ids = split(ids, config.max_seq_len, seed)
+    fits = [n for n in TRAINING if 2 * (PRESETS[n].max_seq_len + 2) <= len(ids)]  # see split
+    smaller = max(fits, key=lambda n: PRESETS[n].max_seq_len) if fits else None
+    train_ids, val_ids = split(ids, config.max_seq_len, seed, smaller)
     train_data = LanguageModelDataset(train_ids, config.max_seq_len)
     val_data = LanguageModelDataset(val_ids, config.max_seq_len)
     val_chars = len(vocab.decode(val_ids))
@@ -198,6 +201,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     if stored is not None:
         check_resume(stored, meta)
     workers = training.default_workers()
+    fast = provenance.parts(opts.completed)
     console.print(
         f"corpus: {corpus.source}, {len(corpus.text):,} characters; tokenizer {vocab.kind}: "
         f"{vocab.vocab_size} tokens, {len(corpus.text) / len(ids):.2f} characters per token; "
@@ -205,13 +209,12 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         f"{config.num_heads} heads, max_seq_len {config.max_seq_len}, batch {setup.batch_size}, "
         f"{setup.steps} steps, seed {seed}; {workers} data-parallel thread(s)"
     )
+    console.print(provenance.header(opts.completed, fast))
     seed_everything(seed)
-    model = GPT.from_config(config)
-    checkpoint = opts.out / training.CHECKPOINT
-    if not opts.resume and checkpoint.exists():
-        kept = checkpoint.with_name("checkpoint.previous.npz")
-        os.replace(checkpoint, kept)
-        console.print(f"[dim]the earlier checkpoint was kept as {kept}[/dim]")
+    model = accelerate(GPT.from_config(config), fast)
+    kept = None if opts.resume else keep_previous(opts.out, list(RUN_FILES))
+    if kept is not None:
+        console.print(f"the earlier run in {opts.out} was moved to {kept}", highlight=False)
     settings = training.Settings(
         steps=setup.steps,
         batch_size=setup.batch_size,
@@ -227,6 +230,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         seed=seed,
         to_bits_per_char=to_bits_per_char,
         workers=workers,
+        accelerate=fast,
     )
     history, seconds, optimizer = training.train(
         model, train_data, val_data, settings, opts.out, meta, opts.resume, console
@@ -274,6 +278,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
             "seconds": seconds,
             "tokens_per_second": trained_tokens / seconds if seconds > 0 else None,
             "data_parallel_workers": settings.workers,
+            "accelerated": sorted(fast),
         },
         "prompt": prompt,
         "samples": texts,

@@ -14,7 +14,8 @@ from tinytorch.core.training import write_atomic  # noqa: E402
 
 
 def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     write_atomic(path, lambda handle: fig.savefig(handle, format="png", dpi=110))
     plt.close(fig)
     return path
@@ -37,47 +38,78 @@ def loss_curves(train: list[float], val: list[tuple[int, float]], path: Path) ->
     return _save(fig, path)
 
 
-def attention_heatmaps(weights: list[np.ndarray], tokens: list[str], path: Path) -> Path:
-    """One heatmap per (layer, head) from (1, heads, T, T) weight arrays, one row per layer."""
+def token_label(token: str) -> str:
+    """A token as a tick label: quoted, so that `__` or `,` reads as text, with the space,
+    tab and newline drawn as visible marks and `$` kept out of matplotlib's maths mode."""
+    visible = token.replace(" ", "·").replace("\t", "→").replace("\n", "↵").replace("$", r"\$")
+    return f"'{visible}'"
+
+
+def attention_figure(weights: list[np.ndarray], tokens: list[str]):
+    """One heatmap per (layer, head) from (1, heads, T, T) weight arrays, one row per layer,
+    the tokens as tick labels (keys upright, along x), and one colour bar for all."""
     layers, heads = len(weights), weights[0].shape[1]
+    size = max(2.4, 0.22 * len(tokens) + 1.0)  # room for one upright label per key
     fig, axes = plt.subplots(
-        layers, heads, figsize=(2.2 * heads + 1, 2.2 * layers + 0.5), squeeze=False
-    )
-    labels = ["·" if t == " " else repr(t)[1:-1] for t in tokens]  # show spaces and newlines
+        layers, heads, figsize=(size * heads + 1.2, size * layers + 0.6), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    labels = [token_label(t) for t in tokens]
+    ticks = range(len(labels))
     for i, w in enumerate(weights):
         for h in range(heads):
             ax = axes[i][h]
-            ax.imshow(w[0, h], cmap="viridis", vmin=0.0, vmax=1.0)
+            image = ax.imshow(w[0, h], cmap="viridis", vmin=0.0, vmax=1.0)
             ax.set_title(f"layer {i} head {h}", fontsize=8)
-            ticks = range(len(labels))
-            ax.set_xticks(ticks, labels, fontsize=6)
-            ax.set_yticks(ticks, labels, fontsize=6)
+            ax.set_xticks(ticks, labels, fontsize=7, family="monospace", rotation=90)
+            ax.set_yticks(ticks, labels, fontsize=7, family="monospace")
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
     fig.suptitle("attention weights (row: query, column: key)", fontsize=9)
-    return _save(fig, path)
+    return fig
 
 
-def scaling_curves(params: list[dict], memory: list[dict], path: Path) -> Path:
-    """Left: parameters per size, formula vs exact. Right: attention bytes vs sequence length."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+def attention_heatmaps(weights: list[np.ndarray], tokens: list[str], path: Path) -> Path:
+    return _save(attention_figure(weights, tokens), path)
+
+
+def scaling_figure(params: list[dict], memory: list[dict]):
+    """Left: parameters of each model size (separate models: markers, no line between them),
+    the course formula as large open circles around the exact count's dots. Right: attention
+    bytes against sequence length, the predicted curve and the measured points."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     names = [row["name"] for row in params]
     x = np.arange(len(names))
-    left.semilogy(x, [r["course_formula"] for r in params], "o--", label="12·L·d² + V·d")
-    left.semilogy(x, [r["exact_formula"] for r in params], "s-", label="exact formula")
+    left.semilogy(
+        x, [r["course_formula"] for r in params], "o", linestyle="none", markersize=13,
+        markerfacecolor="none", markeredgewidth=1.5, color="tab:blue", label="12·L·d² + V·d",
+    )  # fmt: skip
+    left.semilogy(
+        x, [r["exact_formula"] for r in params], "o", linestyle="none", markersize=5,
+        color="tab:orange", label="exact formula",
+    )  # fmt: skip
     built = [(i, r["built_count"]) for i, r in enumerate(params) if r["built_count"]]
     if built:
         bx, by = zip(*built)
-        left.semilogy(bx, by, "k*", markersize=11, label="built and counted")
+        left.semilogy(bx, by, "k+", linestyle="none", markersize=16, label="built and counted")
     left.set_xticks(x, names, rotation=20, fontsize=8)
-    left.set(ylabel="parameters", title="parameter scaling")
+    left.set_xlim(-0.6, len(names) - 0.4)
+    left.set(ylabel="parameters", title="parameter scaling (one point per model)")
     left.legend(fontsize=8)
     t = [r["seq_len"] for r in memory]
     right.loglog(t, [r["predicted_bytes"] for r in memory], "--", label="B·H·T²·4 predicted")
-    right.loglog(t, [r["measured_bytes"] for r in memory], "o", label="last_attention.nbytes")
+    right.loglog(
+        t, [r["measured_bytes"] for r in memory], "o", linestyle="none",
+        label="last_attention.nbytes",
+    )  # fmt: skip
     right.set_xticks(t, [str(v) for v in t])
     right.minorticks_off()
     right.set(xlabel="sequence length T", ylabel="bytes per layer", title="attention memory")
     right.legend(fontsize=8)
-    return _save(fig, path)
+    return fig
+
+
+def scaling_curves(params: list[dict], memory: list[dict], path: Path) -> Path:
+    return _save(scaling_figure(params, memory), path)
 
 
 def reversal_attention(weights: np.ndarray, tokens: list[str], path: Path) -> Path:

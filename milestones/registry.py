@@ -32,7 +32,30 @@ class RunOptions:
     config: str | None = None  # a name in tinytorch's PRESETS
     tokenizer: str | None = None  # "char" or "bpe" (module 10's tokenizers)
     data_dir: Path | None = None  # where corpora and learned tokenizers are cached; None: nowhere
+    # course modules the student completed (their own code in the package); the rest are the
+    # reference's, which a run may accelerate (milestones/provenance.py)
+    completed: frozenset[int] = frozenset()
     console: Console = field(default_factory=Console)
+
+    def refuse(self, milestone: str, why: dict[str, str]) -> None:
+        """A MilestoneError for the first option given that `milestone` has no use for.
+
+        `why` maps an option ("--data", "--resume", "--tokenizer", "--config", "--steps") to
+        the reason it does not apply, e.g. {"--data": "makes its own corpus"}.
+        """
+        given = {
+            "--data": self.data is not None,
+            "--resume": self.resume,
+            "--tokenizer": self.tokenizer is not None,
+            "--config": self.config is not None,
+            "--steps": self.steps is not None,
+        }
+        for option, reason in why.items():
+            if given[option]:
+                raise MilestoneError(
+                    f"{option} does not apply to {milestone}: it {reason}",
+                    hint=f"run `tito milestone run {milestone}` without {option}",
+                )
 
     def check(self) -> None:
         """Reject values no milestone can use, naming the option."""
@@ -68,7 +91,7 @@ class Milestone:
         return getattr(importlib.import_module(module), function)(self, options)
 
 
-_GPT_MODULES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13)  # 08: the language-model windows
+_GPT_MODULES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 18)  # 08: windows; 18: threads
 
 MILESTONES: tuple[Milestone, ...] = (
     Milestone(

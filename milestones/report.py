@@ -37,8 +37,9 @@ def show_scaling(summary: dict, console: Console) -> None:
     console.print(table)
 
     table = _table(
-        "parameter scaling: course formula 12·L·d² + V·d against the exact count",
-        "model", "L", "d", "course", "exact", "built = exact", "course off by",
+        "parameter scaling: the course formula 12·L·d² + V·d, the exact count, and the count "
+        "of each model built here (built: its count equals the exact one)",
+        "model", "L", "d", "course", "exact", "built", "off by",
     )  # fmt: skip
     for r in summary["parameter_scaling"]:
         built = r["built_count"]

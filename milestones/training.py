@@ -21,10 +21,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from milestones.errors import MilestoneError
+from tinytorch.accel.accelerate import accelerate
+from tinytorch.accel.parallel import DataParallel
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
-from tinytorch.core.parallel import DataParallel
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import (
     CosineSchedule,
@@ -63,7 +64,8 @@ class Settings:
     checkpoint_every: int
     seed: int
     to_bits_per_char: float = 1 / math.log(2)  # times a loss in nats per token: bits per character
-    workers: int = 1  # data-parallel threads per step (module 07's DataParallel)
+    workers: int = 1  # data-parallel threads per step (module 18's DataParallel)
+    accelerate: tuple[str, ...] = ()  # module 18's parts for the optimizer ("adamw")
 
 
 def default_workers() -> int:
@@ -180,10 +182,34 @@ def _progress(console: Console) -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("loss {task.fields[loss]:.3f}  lr {task.fields[lr]:.2e}"),
-        TextColumn("{task.fields[tps]:,.0f} tok/s trained"),
+        TextColumn("{task.fields[tps]:,.0f} tok/s"),
         TimeRemainingColumn(),
+        TextColumn("left"),
         console=console,
         transient=False,
+    )
+
+
+WARN_AFTER_STEPS = 3  # steps timed before the length of the whole run is estimated
+LONG_RUN_SECONDS = 3600  # a run estimated to last longer than this is announced
+
+
+def duration(seconds: float) -> str:
+    """A length of time in the unit a person would say it in."""
+    for unit, size, limit in (("s", 1, 120), ("minutes", 60, 7200), ("hours", 3600, 172800)):
+        if seconds < limit:
+            return f"{seconds / size:,.0f} {unit}"
+    return f"{seconds / 86400:,.0f} days"
+
+
+def long_run_warning(steps_left: int, seconds_per_step: float) -> str | None:
+    """The warning for a run that would last over LONG_RUN_SECONDS at this pace, else None."""
+    if steps_left * seconds_per_step <= LONG_RUN_SECONDS:
+        return None
+    return (
+        f"warning: {steps_left:,} more steps at {1000 * seconds_per_step:,.0f} ms a step take "
+        f"about {duration(steps_left * seconds_per_step)}; Ctrl-C stops after the current step and "
+        "keeps a checkpoint (--resume continues), or choose fewer --steps"
     )
 
 
@@ -195,7 +221,7 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
     and checkpoints between them; the progress bar's tok/s is the same training throughput.
     """
     params = model.parameters()
-    optimizer = AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = accelerate(AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay), cfg.accelerate)
     schedule = CosineSchedule(cfg.lr, cfg.warmup, cfg.steps, min_lr=cfg.min_lr)
     path = out / CHECKPOINT
     start, history = 0, History()
@@ -234,6 +260,10 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
                 )
             if done % cfg.checkpoint_every == 0 or done == cfg.steps:
                 save(path, model, optimizer, done, meta, history)
+            if done - start == WARN_AFTER_STEPS:
+                warning = long_run_warning(cfg.steps - done, seconds / WARN_AFTER_STEPS)
+                if warning:
+                    bar.console.print(f"[yellow]{warning}[/yellow]", highlight=False)
             tps = tokens_per_step * (done - start) / max(seconds, 1e-9)
             bar.update(task, completed=done, loss=history.train[-1], lr=optimizer.lr, tps=tps)
             if after_step is not None:

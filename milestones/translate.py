@@ -53,15 +53,14 @@ TRAINING = {
 
 def settle(milestone: Milestone, opts: RunOptions) -> tuple[str, Training, int]:
     """Preset name, training setup and seed of this run; options that do not apply are errors."""
-    for given, option, why in (
-        (opts.data is not None, "--data", "makes its own corpus"),
-        (opts.resume, "--resume", "keeps no checkpoint"),
-    ):
-        if given:
-            raise MilestoneError(
-                f"{option} does not apply to translate: it {why}",
-                hint="run `tito milestone run translate` without it",
-            )
+    opts.refuse(
+        "translate",
+        {
+            "--data": "makes its own corpus",
+            "--resume": "keeps no checkpoint",
+            "--tokenizer": "writes number words and digits with a vocabulary of its own",
+        },
+    )
     name = opts.config or ("nano" if opts.quick else milestone.preset)
     if name not in TRAINING:
         raise MilestoneError(
@@ -124,6 +123,7 @@ class History:
     step_seconds: list[float]  # wall clock
     step_cpu_seconds: list[float]  # this process's CPU: what the step costs on an idle core
     reached: tuple[int, float, float] | None = None  # (step, wall s, CPU s) first at the target
+    final_accuracy: float = 0.0  # exact match on every held-out number after the last step
 
 
 def train(model, train_nums, test_nums, config: Training, seed: int, label: str, bar) -> History:
@@ -154,8 +154,12 @@ def train(model, train_nums, test_nums, config: Training, seed: int, label: str,
             history.accuracy.append((done, acc))
             if history.reached is None and acc >= TARGET_ACCURACY:
                 history.reached = (done, sum(history.step_seconds), sum(history.step_cpu_seconds))
-            bar.update(task, acc=f"held-out {acc:.0%}")
-        bar.update(task, completed=done, loss=history.loss[-1])
+            shown = f"first {min(CURVE_NUMBERS, len(test_nums))} held-out {acc:.0%}"
+            bar.update(task, acc=shown)
+        # the mean of the last tenth of the steps so far: at the end, the table's final loss
+        bar.update(task, completed=done, loss=np.mean(history.loss[-max(1, done // 10) :]))
+    history.final_accuracy = exact_match(model, test_nums)
+    bar.update(task, acc=f"all {len(test_nums):,} held-out {history.final_accuracy:.1%}")
     return history
 
 
@@ -272,8 +276,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         f"embed_dim {PRESETS[name].embed_dim}, {PRESETS[name].num_heads} heads"
     )
     wrote, decoding = decoding_check(model, test_nums)
-    accuracies = [float(np.mean([w == str(n) for w, n in zip(wrote, test_nums)]))]
-    accuracies += [exact_match(m, test_nums) for m in models[1:]]
+    accuracies = [h.final_accuracy for h in histories]  # the numbers the progress bars ended on
     mistakes = [
         {"number": int(n), "words": " ".join(numbers.words(int(n))), "wrote": w}
         for n, w in zip(test_nums, wrote)

@@ -9,7 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from tito import __version__
-from tito.commands import benchmark, grade, milestone, model, module, test
+from tito.commands import benchmark, diagnose, grade, milestone, model, module, test
 from tito.console import console, fail
 from tito.errors import TitoError
 
@@ -71,6 +71,7 @@ app = typer.Typer(
 )
 app.add_typer(module.app, name="module")
 app.command("test")(test.test)
+app.command("diagnose")(diagnose.diagnose)
 app.add_typer(milestone.app, name="milestone")
 app.add_typer(grade.app, name="grade")
 app.add_typer(benchmark.app, name="benchmark")

@@ -45,6 +45,9 @@
 #| export
 from __future__ import annotations
 
+import gzip
+from pathlib import Path
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -270,6 +273,70 @@ class LanguageModelDataset(Dataset):
         ### BEGIN SOLUTION
         return self.gather(rng.integers(0, len(self), size=batch_size))
         ### END SOLUTION
+
+
+# %% [markdown]
+# ## `DigitsDataset`: real handwritten digits
+#
+# The repository ships 1,797 handwritten digits in `data/digits.csv.gz` (UCI's optical recognition
+# of handwritten digits, 8x8 images; `data/README.md` gives the source and licence). Each row of
+# the file is 64 pixel counts from 0 to 16, read row by row, followed by the label 0-9.
+#
+# `load_digits()` turns the table into images `(N, 1, 8, 8)` scaled to `[0, 1]` (one channel,
+# the layout a convolution expects) and integer labels. The split is fixed: 360 rows chosen once
+# by a seeded permutation are the test set, the other 1,437 the training set. NumPy's legacy
+# `RandomState` is frozen by its compatibility policy, so every machine draws the same rows.
+# `DigitsDataset(split)` is a `TensorDataset` over one side of the split; `flatten=True` gives
+# rows of 64 pixels for a multi-layer perceptron.
+
+# %% nbgrader={"grade": false, "grade_id": "digits", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+DIGITS_TEST_SIZE, DIGITS_SPLIT_SEED = 360, 1998
+
+
+def digits_path() -> Path:
+    """Where the repository keeps the digits: data/digits.csv.gz beside the tinytorch package."""
+    import tinytorch
+
+    return Path(tinytorch.__file__).resolve().parents[1] / "data" / "digits.csv.gz"
+
+
+def load_digits(path=None) -> tuple[np.ndarray, np.ndarray]:
+    """Every digit: images (N, 1, 8, 8) float32 in [0, 1] and labels (N,) int64."""
+    path = Path(path) if path is not None else digits_path()
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no digits file at {path}; it ships with the repository as data/digits.csv.gz "
+            "(restore it with git checkout data/digits.csv.gz)"
+        )
+    with gzip.open(path, "rt") as handle:
+        table = np.loadtxt(handle, delimiter=",", dtype=np.int64)
+    ### BEGIN SOLUTION
+    images = (table[:, :64] / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
+    labels = table[:, 64]
+    ### END SOLUTION
+    return images, labels
+
+
+def digits_split(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed split of n rows: (train rows, test rows), each sorted."""
+    order = np.random.RandomState(DIGITS_SPLIT_SEED).permutation(n)
+    return np.sort(order[DIGITS_TEST_SIZE:]), np.sort(order[:DIGITS_TEST_SIZE])
+
+
+class DigitsDataset(TensorDataset):
+    """One side ("train" or "test") of the digits: samples (image, label)."""
+
+    def __init__(self, split: str = "train", flatten: bool = False, path=None):
+        if split not in ("train", "test"):
+            raise ValueError(f"DigitsDataset split must be 'train' or 'test', got {split!r}")
+        images, labels = load_digits(path)
+        rows = digits_split(len(labels))[split == "test"]
+        ### BEGIN SOLUTION
+        images = images[rows].reshape(len(rows), -1) if flatten else images[rows]
+        super().__init__(images, labels[rows])
+        ### END SOLUTION
+        self.split = split
 
 
 # %% [markdown]

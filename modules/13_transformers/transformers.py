@@ -428,7 +428,7 @@ def _cached_generation(use_cache):
     if use_cache is not None and not use_cache:
         return None
     try:
-        from tinytorch.memo import generation
+        import tinytorch.memo.generation as generation
     except ModuleNotFoundError as err:
         if err.name != "tinytorch.memo.generation" or use_cache:
             raise ModuleNotFoundError(

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from milestones import attention
@@ -33,3 +34,14 @@ def test_short_run_reports_accuracy(tmp_path):
     assert 0.0 <= summary["sequence_accuracy"] <= summary["digit_accuracy"] <= 1.0
     assert (out / "attention.png").read_bytes()[:4] == b"\x89PNG"
     assert "digit accuracy" in said(result)
+
+
+@pytest.mark.parametrize("option", [["--data", "x.txt"], ["--resume"], ["--tokenizer", "bpe"],
+                                    ["--config", "small"]])  # fmt: skip
+def test_options_it_has_no_use_for_are_refused_in_one_line(tmp_path, option):
+    result = CliRunner().invoke(
+        app, ["milestone", "run", "attention", "--out", str(tmp_path), *option]
+    )
+    assert result.exit_code == 1
+    assert said(result).startswith(f"error: {option[0]} does not apply to attention: it ")
+    assert not (tmp_path / "summary.json").exists()

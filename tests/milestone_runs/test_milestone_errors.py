@@ -1,5 +1,9 @@
 """Bad input and faults: one clear line, a non-zero exit, nothing already written lost."""
 
+import errno
+import os
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -78,7 +82,41 @@ def test_output_folder_that_cannot_be_written(tmp_path, text_file):
     blocker.write_text("keep me")
     result = gpt("--data", text_file, "--out", blocker / "out", "--steps", 5)
     assert result.exit_code == 1 and "cannot write to the output folder" in said(result)
+    assert f"hint: pass --out DIR naming a folder: {blocker} is a file" in said(result)
     assert blocker.read_text() == "keep me"
+
+
+@pytest.mark.parametrize(
+    ("error", "hint"),
+    [
+        (errno.EACCES, "naming a folder you may write to (this one is read-only to you)"),
+        (errno.EROFS, "naming a folder you may write to (this one is read-only to you)"),
+        (errno.ENAMETOOLONG, "with a shorter path"),
+        (errno.ENOSPC, "free some disk space, or pass --out DIR on another disk"),
+    ],
+)
+def test_each_output_folder_error_gets_its_own_hint(tmp_path, text_file, monkeypatch, error, hint):
+    def refuse(self, *args, **kwargs):
+        raise OSError(error, os.strerror(error), str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    result = gpt("--data", text_file, "--out", tmp_path / "out", "--steps", 5)
+    assert result.exit_code == 1 and os.strerror(error) in said(result)
+    assert said(result).endswith(hint)
+
+
+def test_a_text_too_short_for_the_config_names_a_config_it_fits(tmp_path, text_file):
+    short = tmp_path / "short.txt"
+    short.write_text(PROSE[:100])  # 100 characters: enough for nano (16), not tiny
+    args = ["--data", str(short), "--out", str(tmp_path / "o")]
+    result = runner.invoke(app, ["milestone", "run", "gpt", "--config", "tiny", *args])
+    assert result.exit_code == 1
+    assert said(result).endswith(
+        "hint: use a longer --data file or a smaller config (--config nano)"
+    )
+    short.with_name("tiny.txt").write_text(PROSE[:20])
+    result = gpt("--data", short.with_name("tiny.txt"), "--out", tmp_path / "o")
+    assert result.exit_code == 1 and said(result).endswith("hint: use a longer --data file")
 
 
 def test_resume_without_a_checkpoint(tmp_path, text_file):

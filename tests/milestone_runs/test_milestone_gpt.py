@@ -1,5 +1,6 @@
 """End to end: `tito milestone run gpt` with the nano preset on a small text file."""
 
+import io
 import json
 import os
 import re
@@ -10,13 +11,15 @@ import sys
 
 import numpy as np
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
-from milestones import corpus, training
+from milestones import corpus, report, training
 from milestones import gpt as gpt_milestone
 from milestones.scaling import exact_formula
 from tinytorch.models.transformer import GPT, count_parameters
 from tito.main import app
+from tito.paths import PACKAGE_ROOT
 
 PROSE = (
     "A small model reads this text one character at a time and learns which letter tends to "
@@ -150,7 +153,7 @@ def test_ctrl_c_then_resume_matches_an_uninterrupted_run(tmp_path, text_file, mo
 
 
 def test_two_data_parallel_threads_train_the_same_model_as_one(tmp_path, text_file, monkeypatch):
-    """Trained through module 07's DataParallel, split or not, a run ends at the same weights."""
+    """Trained through module 18's DataParallel, split or not, a run ends at the same weights."""
     runs = {}
     for workers in (1, 2):
         monkeypatch.setattr(training, "default_workers", lambda n=workers: n)
@@ -169,12 +172,24 @@ def test_two_data_parallel_threads_train_the_same_model_as_one(tmp_path, text_fi
     assert runs[2, "loss"] == pytest.approx(runs[1, "loss"], rel=1e-4)
 
 
-def test_a_fresh_run_keeps_the_earlier_checkpoint(tmp_path, text_file):
+def test_a_fresh_run_keeps_the_earlier_run_whole(tmp_path, text_file):
     out = tmp_path / "again"
     assert gpt("--steps", 10, "--data", text_file, "--out", out).exit_code == 0
-    before = (out / training.CHECKPOINT).read_bytes()
-    assert gpt("--steps", 10, "--data", text_file, "--out", out, "--seed", 3).exit_code == 0
-    assert (out / "checkpoint.previous.npz").read_bytes() == before
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    second = gpt("--steps", 10, "--data", text_file, "--out", out, "--seed", 3)
+    assert second.exit_code == 0 and f"was moved to {out / 'previous'}" in said(second)
+    assert {p.name: p.read_bytes() for p in (out / "previous").iterdir()} == first
+    assert json.loads((out / "summary.json").read_text())["seed"] == 3
+
+
+def test_quick_runs_have_their_own_folder(tmp_path, text_file, monkeypatch):
+    (tmp_path / "tinytorch").symlink_to(PACKAGE_ROOT / "tinytorch")  # every module complete
+    monkeypatch.setenv("TITO_ROOT", str(tmp_path))
+    for args in ([], ["--quick"]):
+        assert gpt("--steps", 2, "--data", text_file, *args).exit_code == 0
+    full, quick = tmp_path / "runs" / "gpt", tmp_path / "runs" / "gpt-quick"
+    assert json.loads((full / "summary.json").read_text())["config"]["steps"] == 2
+    assert (quick / "summary.json").is_file() and not (full / "previous").exists()
 
 
 def test_resume_of_a_finished_run_samples_again_without_training(finished, tmp_path):
@@ -193,10 +208,29 @@ def test_files_follow_the_umask(finished):
         assert stat.S_IMODE(path.stat().st_mode) & 0o044 == 0o044 & ~UMASK, path.name
 
 
-def test_progress_shows_training_throughput(finished):
+def test_progress_shows_training_throughput_then_the_time_left(finished):
     tps = finished[1]["training"]["tokens_per_second"]
-    shown = [float(m.replace(",", "")) for m in re.findall(r"([\d,]+) tok/s trained", finished[2])]
-    assert shown and shown[-1] == pytest.approx(tps, rel=0.02)
+    shown = re.findall(r"([\d,]+) tok/s +(\d+:\d\d:\d\d|-:--:--) left", finished[2])
+    assert shown and float(shown[-1][0].replace(",", "")) == pytest.approx(tps, rel=0.02)
+
+
+def test_a_run_of_absurd_length_says_how_long_it_would_take(tmp_path, text_file, monkeypatch):
+    monkeypatch.setattr(training, "after_step", _interrupt_at(training.WARN_AFTER_STEPS + 1))
+    stopped = gpt("--steps", 100_000_000, "--data", text_file, "--out", tmp_path / "long")
+    assert stopped.exit_code == 130
+    warning = re.search(r"warning: 99,999,997 more steps at [\d,]+ ms a step take about "
+                        r"[\d,]+ (hours|days); Ctrl-C stops", said(stopped))  # fmt: skip
+    assert warning, said(stopped)
+    assert said(stopped).count("warning:") == 1
+
+
+@pytest.mark.parametrize(
+    ("steps", "seconds", "expected"),
+    [(1000, 0.05, None), (100_000, 0.05, "about 83 minutes"), (10**8, 0.02, "about 23 days")],
+)
+def test_the_long_run_warning_estimates_in_a_sensible_unit(steps, seconds, expected):
+    warning = training.long_run_warning(steps, seconds)
+    assert warning == expected or expected in warning
 
 
 def test_bpe_run_reports_bits_per_character(tmp_path, text_file):
@@ -221,3 +255,14 @@ def test_default_corpus_is_built_once_and_cached(tmp_path):
     cached[0].write_text("a cached text that differs\n" * 10, encoding="utf-8")
     assert corpus.default_corpus(tmp_path).text.startswith("a cached text that differs")
     assert len(first.text) > 500_000 and first.source == corpus.DEFAULT_SOURCE
+
+
+def test_the_report_fits_80_columns_without_cutting_a_number(finished):
+    console = Console(file=io.StringIO(), width=80)  # not a terminal: what a log file gets
+    report.show_gpt(finished[1], console)
+    lines = console.file.getvalue().splitlines()
+    tables = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert tables and all(len(line) <= 80 for line in tables)
+    assert "…" not in console.file.getvalue()
+    for row in finished[1]["parameter_scaling"]:
+        assert f"{row['exact_formula']:,}" in console.file.getvalue()

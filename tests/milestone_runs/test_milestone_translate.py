@@ -1,6 +1,7 @@
 """`tito milestone run translate`: the number-words corpus, its masks, training and the outputs."""
 
 import json
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -122,6 +123,13 @@ def test_tiny_run_writes_summary_and_plots(tmp_path):
     for name in ("alignment.png", "self_attention.png", "norm_comparison.png"):
         assert (out / name).read_bytes()[:4] == b"\x89PNG" and name in summary["files"]
     assert "held-out exact match" in said(result) and "post-norm" in said(result)
+    for v in variants:  # the progress bar ends on the table's numbers
+        bar = re.search(rf"{v['variant']} .* 12/12 loss ([\d.]+) +all ([\d,]+) held-out ([\d.]+)%",
+                        result.output)  # fmt: skip
+        assert bar, result.output
+        assert float(bar[1]) == pytest.approx(v["mean_loss_last_10pct"], abs=5e-4)
+        assert int(bar[2].replace(",", "")) == summary["corpus"]["held_out"]
+        assert float(bar[3]) == pytest.approx(100 * v["held_out_exact_match"], abs=0.05)
 
 
 @pytest.mark.parametrize(
@@ -133,6 +141,7 @@ def test_tiny_run_writes_summary_and_plots(tmp_path):
         (["--seed", str(2**32)], "--seed must be below 2**32"),
         (["--data", "words.txt"], "--data does not apply to translate"),
         (["--resume"], "--resume does not apply to translate"),
+        (["--tokenizer", "bpe"], "--tokenizer does not apply to translate"),
     ],
 )
 def test_bad_options_are_one_line(tmp_path, args, message):

@@ -3,6 +3,7 @@
 import shutil
 from pathlib import Path
 
+import postgres_server
 import pytest
 from typer.testing import CliRunner
 
@@ -41,3 +42,15 @@ def cli():
 
 def notebook_path(root: Path, name: str, slug: str) -> Path:
     return root / "workspace" / name / f"{slug}.ipynb"
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """The URL of a PostgreSQL server to create databases on: found, or started for the session."""
+    try:
+        with postgres_server.server() as url:
+            yield url
+            return
+    except postgres_server.Unavailable as err:
+        reason = str(err)
+    pytest.fail(reason, pytrace=False)  # outside the except: one line, no chained traceback

@@ -30,10 +30,6 @@ from tito.main import app
 
 MODULE = find(1)  # the cheapest module to grade
 NOTEBOOK = grading.notebook_file(MODULE)
-# a server the test may create databases on; .ci/start-postgres makes this one
-POSTGRES = os.environ.get(
-    "TITO_TEST_POSTGRES", "postgresql+psycopg://tito:tito@127.0.0.1:5432/postgres"
-)
 
 
 def tito(*args, env: dict | None = None) -> Result:
@@ -66,15 +62,12 @@ def cell_of(nb, grade_id: str):
 
 
 @pytest.fixture(scope="module")
-def postgres_url():
-    """A fresh database on the PostgreSQL server, dropped afterwards."""
-    engine = sa.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+def postgres_url(postgres):
+    """A fresh database on the tests' server (tests/postgres_server.py), dropped afterwards."""
+    engine = sa.create_engine(postgres, isolation_level="AUTOCOMMIT")
     name = f"tito_test_{uuid.uuid4().hex[:12]}"
-    try:
-        with engine.connect() as db:
-            db.execute(sa.text(f"CREATE DATABASE {name}"))
-    except sa.exc.OperationalError as err:
-        pytest.fail(f"no PostgreSQL at {POSTGRES} (start one with .ci/start-postgres): {err}")
+    with engine.connect() as db:
+        db.execute(sa.text(f"CREATE DATABASE {name}"))
     yield engine.url.set(database=name).render_as_string(hide_password=False)
     with engine.connect() as db:
         db.execute(sa.text(f"DROP DATABASE {name} WITH (FORCE)"))

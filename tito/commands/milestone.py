@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 import milestones
-from tito import catalog, paths
+from tito import catalog, paths, progress
 from tito.console import console, ok
 from tito.errors import TitoError
 
@@ -54,7 +54,10 @@ def run(
     seed: Annotated[
         int | None, typer.Option(help="Seed for the split, the model and batches (>= 0).")
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="Output folder (default runs/NAME).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Output folder (default runs/NAME, --quick runs/NAME-quick)."),
+    ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue from the checkpoint in --out.")
     ] = False,
@@ -76,7 +79,8 @@ def run(
                 + ", ".join(x.name for x in missing),
                 hint=f"complete them first, e.g. `tito module complete {missing[0].number}`",
             )
-        out = out if out is not None else paths.root() / "runs" / milestone.name
+        # a --quick run never replaces the full run's files
+        out = out if out is not None else paths.root() / "runs" / default_folder(milestone, quick)
         options = milestones.RunOptions(
             out,
             quick=quick,
@@ -88,6 +92,7 @@ def run(
             tokenizer=tokenizer,
             console=console,
             data_dir=paths.root() / "data",
+            completed=frozenset(progress.load()),
         )
         with _one_blas_thread():
             summary = milestone.run(options)
@@ -96,10 +101,14 @@ def run(
     ok(f"wrote {', '.join(summary['files'])} to {out}")
 
 
+def default_folder(milestone, quick: bool) -> str:
+    return f"{milestone.name}-quick" if quick else milestone.name
+
+
 def _one_blas_thread():
     """One BLAS thread unless the user chose a number (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
 
-    The second core goes to a second data-parallel thread instead (module 07's DataParallel, see
+    The second core goes to a second data-parallel thread instead (module 18's DataParallel, see
     milestones/training.py): it runs the softmaxes and GELUs in parallel too, where BLAS threads
     run only the matrix products, and nothing spin-waits when another process wants a core.
     """

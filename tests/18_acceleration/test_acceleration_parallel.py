@@ -5,11 +5,11 @@ import threading
 import numpy as np
 import pytest
 
+from tinytorch.accel.parallel import DataParallel
 from tinytorch.core.activations import Tanh
 from tinytorch.core.layers import Dropout, Linear, Module
 from tinytorch.core.losses import CrossEntropyLoss, MSELoss
 from tinytorch.core.optimizers import AdamW
-from tinytorch.core.parallel import DataParallel
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.core.training import seed_everything
 

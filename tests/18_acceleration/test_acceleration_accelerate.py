@@ -1,0 +1,182 @@
+"""`accelerate`: a model keeps its class, parameters and state_dict, and computes what the
+lesson code computes (logits, every gradient, generated tokens), PyTorch included."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_reference import TorchGPT
+
+from tinytorch.accel.accelerate import PARTS, accelerate, accelerated, parts_for, plain
+from tinytorch.accel.parallel import DataParallel
+from tinytorch.core.attention import MultiHeadAttention, causal_mask
+from tinytorch.core.losses import cross_entropy
+from tinytorch.core.optimizers import SGD, Adam, AdamW
+from tinytorch.core.tensor import ShapeError, Tensor
+from tinytorch.models.seq2seq import Seq2SeqTransformer
+from tinytorch.models.transformer import GPT
+from tinytorch.nn import LayerNorm
+
+
+def small_gpt(seed=0):
+    np.random.seed(seed)
+    return GPT(vocab_size=17, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=10)
+
+
+def loss_and_grads(model, tokens) -> dict:
+    for p in model.parameters():
+        p.grad = None
+    logits = model(tokens)
+    cross_entropy(logits, tokens).backward()
+    return {"logits": logits.data, **{n: p.grad.copy() for n, p in model.named_parameters()}}
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_an_accelerated_gpt_equals_the_lesson_gpt_and_torch(rng, recompute):
+    model = small_gpt()
+    tokens = rng.integers(0, 17, (3, 10))
+    lesson = loss_and_grads(model, tokens)
+    state = {k: v.copy() for k, v in model.state_dict().items()}
+    assert accelerate(model, recompute=recompute) is model
+    assert type(model) is GPT and accelerated(model) == {"attention", "layernorm", "gelu"}
+    fast = loss_and_grads(model, tokens)
+    for name, value in lesson.items():
+        np.testing.assert_allclose(fast[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
+    assert state.keys() == model.state_dict().keys()
+    assert all(np.array_equal(v, model.state_dict()[k]) for k, v in state.items())
+
+    ref = TorchGPT.from_tinytorch(model)
+    ids = torch.as_tensor(tokens)
+    logits = ref(ids)
+    F.cross_entropy(logits.reshape(-1, 17), ids.reshape(-1)).backward()
+    np.testing.assert_allclose(fast["logits"], logits.detach().numpy(), rtol=1e-4, atol=1e-5)
+    torch_grads = dict(ref.named_parameters())
+    for name in dict(model.named_parameters()):
+        key = name.replace(".gamma", ".weight").replace(".beta", ".bias")
+        want = torch_grads[key].grad.numpy()
+        linear = name.endswith(".weight") and "embedding" not in name  # ours (in, out)
+        got = fast[name].T if linear else fast[name]
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=2e-6, err_msg=name)
+
+
+def test_layers_stay_instances_of_their_classes_and_plain_undoes_it():
+    model = accelerate(small_gpt())
+    block = model.blocks[0]
+    assert isinstance(block.attention, MultiHeadAttention) and isinstance(block.ln1, LayerNorm)
+    assert type(block.attention).__name__ == "MultiHeadAttention"
+    assert accelerate(model) is model and accelerated(model) == {"attention", "layernorm", "gelu"}
+    assert type(type(block.ln1).lesson_class) is type  # accelerated twice: one subclass deep
+    assert type(block.ln1).lesson_class is LayerNorm
+    plain(model)
+    assert accelerated(model) == set() and type(block.attention) is MultiHeadAttention
+
+
+def test_parts_choose_what_is_swapped_and_unknown_parts_are_named():
+    model = accelerate(small_gpt(), parts=("layernorm",))
+    assert accelerated(model) == {"layernorm"}
+    assert type(model.blocks[0].attention) is MultiHeadAttention
+    with pytest.raises(ValueError, match="unknown part.*'attention', "):
+        accelerate(model, parts=("atention",))
+    with pytest.raises(TypeError, match="needs a Module or an optimizer"):
+        accelerate(lambda x: x)
+
+
+def test_parts_for_never_speeds_a_completed_lesson_with_code_the_student_did_not_write():
+    assert parts_for(set()) == PARTS  # a fresh clone: every lesson is the reference
+    assert parts_for(range(1, 14)) == ()  # modules 01-13 the student's own, 18 the reference's
+    assert parts_for({12}) == ("gelu", "adamw", "layernorm")
+    assert parts_for({*range(1, 14), 18}) == PARTS  # the fast code is the student's too
+
+
+def test_generation_and_the_kv_cache_are_unchanged(rng):
+    model = small_gpt(1)
+    prompt = rng.integers(0, 17, (2, 3))
+    want = model.generate(prompt, max_new_tokens=12, temperature=0)
+    accelerate(model)
+    np.testing.assert_array_equal(model.generate(prompt, max_new_tokens=12, temperature=0), want)
+    again = model.generate(prompt, max_new_tokens=12, temperature=0, use_cache=False)
+    np.testing.assert_array_equal(again, want)
+
+
+def test_cross_attention_of_an_encoder_decoder_is_accelerated_too(rng):
+    np.random.seed(2)
+    model = Seq2SeqTransformer(vocab_size=13, embed_dim=16, num_layers=1, num_heads=2)
+    source, target = rng.integers(0, 13, (2, 5)), rng.integers(0, 13, (2, 4))
+    lesson = model(source, target)
+    lesson.sum().backward()
+    lesson_grads = {n: p.grad.copy() for n, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = None
+    accelerate(model)
+    fast = model(source, target)
+    fast.sum().backward()
+    np.testing.assert_allclose(fast.data, lesson.data, rtol=1e-4, atol=1e-6)
+    for name, p in model.named_parameters():
+        np.testing.assert_allclose(p.grad, lesson_grads[name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_the_fast_path_hands_what_it_does_not_cover_to_the_lesson(rng):
+    attn = accelerate(MultiHeadAttention(8, 2))
+    lesson = MultiHeadAttention(8, 2)
+    x = rng.normal(size=(1, 4, 8)).astype(np.float32)
+    for bad in (np.zeros((4, 4), dtype=bool), np.zeros((3, 3))):
+        with pytest.raises(Exception) as fast_err:
+            attn(Tensor(x), bad)
+        with pytest.raises(type(fast_err.value)) as lesson_err:
+            lesson(Tensor(x), bad)
+        assert str(fast_err.value) == str(lesson_err.value)
+    with pytest.raises(ShapeError, match="must have shape"):
+        attn(Tensor(x[..., :4]))
+    out = attn(Tensor(x), causal_mask(4))
+    assert attn.last_attention.shape == (1, 2, 4, 4)
+    np.testing.assert_allclose(attn.last_attention.sum(-1), 1, rtol=1e-5)
+    attn.keep_attention = False
+    attn(Tensor(x))
+    assert attn.last_attention is None and out.shape == (1, 4, 8)
+
+
+def test_data_parallel_over_an_accelerated_model_gives_the_whole_batch_gradient(rng):
+    model = small_gpt(3)
+    tokens = rng.integers(0, 17, (4, 10))
+    want = loss_and_grads(model, tokens)
+    accelerate(model)
+    for p in model.parameters():
+        p.grad = None
+    loss = DataParallel(model, 2).backward(cross_entropy, tokens, tokens)
+    whole = cross_entropy(Tensor(want["logits"]), tokens).item()
+    np.testing.assert_allclose(loss, whole, rtol=1e-5)
+    for name, p in model.named_parameters():
+        np.testing.assert_allclose(p.grad, want[name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("cls", [AdamW, Adam])
+def test_accelerated_adam_equals_the_lesson_and_torch(rng, cls):
+    start = rng.normal(size=(5, 3)).astype(np.float32)
+    grads = rng.normal(size=(4, 5, 3)).astype(np.float32)
+    ours = Tensor(start.copy(), requires_grad=True)
+    lesson_p = Tensor(start.copy(), requires_grad=True)
+    fast = accelerate(cls([ours], lr=0.05, weight_decay=0.1))
+    lesson = cls([lesson_p], lr=0.05, weight_decay=0.1)
+    assert accelerated(fast) == {"adamw"} and isinstance(fast, cls) and type(lesson) is cls
+    ref = torch.tensor(start.copy(), requires_grad=True)
+    torch_cls = torch.optim.AdamW if cls is AdamW else torch.optim.Adam
+    opt = torch_cls([ref], lr=0.05, weight_decay=0.1)
+    for g in grads:
+        ours.grad, lesson_p.grad, ref.grad = g.copy(), g.copy(), torch.tensor(g)
+        fast.step()
+        lesson.step()
+        opt.step()
+    np.testing.assert_allclose(ours.data, lesson_p.data, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(ours.data, ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    # the state keeps the lesson's names: a checkpoint moves between the two
+    restored = cls([Tensor(start.copy(), requires_grad=True)], lr=0.05, weight_decay=0.1)
+    restored.load_state_dict(fast.state_dict())
+    assert restored.state_dict().keys() == fast.state_dict().keys()
+    assert accelerated(plain(fast)) == set() and type(fast) is cls
+
+
+def test_an_optimizer_accelerate_does_not_know_is_left_as_it_is():
+    sgd = SGD([Tensor(np.ones(2), requires_grad=True)], lr=0.1)
+    assert accelerate(sgd) is sgd and type(sgd) is SGD and accelerated(sgd) == set()
+    adam = accelerate(AdamW([Tensor(np.ones(2), requires_grad=True)]), parts=("attention",))
+    assert type(adam) is AdamW

@@ -1,0 +1,148 @@
+"""Module 18's kernels: each equals the lesson it replaces and PyTorch, forward and every
+gradient, and each backward matches central differences."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from fdcheck import check_function
+
+from tinytorch.accel.kernels import (
+    FusedAttention,
+    FusedGELU,
+    FusedLayerNorm,
+    QKVProjection,
+    softmax_rows_,
+)
+from tinytorch.core.activations import gelu, softmax
+from tinytorch.core.attention import causal_mask, padding_mask, scaled_dot_product_attention
+from tinytorch.core.tensor import Tensor, precision
+from tinytorch.nn import LayerNorm
+
+
+def _grads(fn, *arrays, weight):
+    """Output and input gradients of `fn(*tensors)` under the loss sum(out * weight)."""
+    with precision(np.float64):
+        tensors = [Tensor(a, requires_grad=True) for a in arrays]
+        out = fn(*tensors)
+        (out * Tensor(weight)).sum().backward()
+    return out.data, [t.grad for t in tensors]
+
+
+def test_softmax_in_place_equals_module_02_and_keeps_blocked_rows_zero(rng):
+    scores = rng.normal(size=(3, 4, 6)) * 5
+    want = softmax(Tensor(scores)).data
+    buffer = scores.astype(np.float32)
+    assert softmax_rows_(buffer) is buffer
+    np.testing.assert_allclose(buffer, want, rtol=1e-5, atol=1e-7)
+    blocked = np.full((2, 3), -np.inf)
+    assert np.all(softmax_rows_(blocked) == 0)
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+@pytest.mark.parametrize("mask", ["causal", "padding", None])
+def test_fused_attention_equals_the_lesson_and_torch(rng, mask, recompute):
+    q, k, v = (rng.normal(size=(2, 3, 5, 4)) for _ in range(3))
+    weight = rng.normal(size=(2, 3, 5, 4))
+    m = {"causal": causal_mask(5), "padding": padding_mask([5, 3], 5), None: None}[mask]
+    fast, fast_g = _grads(
+        lambda *t: FusedAttention.apply(*t, mask=m, recompute=recompute), q, k, v, weight=weight
+    )
+    lesson, lesson_g = _grads(
+        lambda *t: scaled_dot_product_attention(*t, mask=m)[0], q, k, v, weight=weight
+    )
+    np.testing.assert_allclose(fast, lesson, rtol=1e-10, atol=1e-12)
+    for a, b in zip(fast_g, lesson_g):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    tm = None if m is None else torch.tensor(m, dtype=torch.float64)
+    out = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=tm)
+    (out * torch.tensor(weight)).sum().backward()
+    np.testing.assert_allclose(fast, out.detach().numpy(), rtol=1e-9, atol=1e-11)
+    for a, t in zip(fast_g, (tq, tk, tv)):
+        np.testing.assert_allclose(a, t.grad.numpy(), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_fused_attention_backward_matches_differences(rng, recompute):
+    q, k, v = (rng.normal(size=(2, 4, 3)) for _ in range(3))
+    check_function(FusedAttention, q, k, v, kwargs={"mask": causal_mask(4), "recompute": recompute})
+    packed = np.stack([q, k, v])  # (3, ...): one input, one packed gradient
+    check_function(FusedAttention, packed, kwargs={"mask": causal_mask(4)})
+
+
+def test_fused_attention_reports_its_weights_and_a_blocked_row_is_zero(rng):
+    q = Tensor(rng.normal(size=(1, 3, 2)), requires_grad=True)
+    seen = []
+    kv, blocked = np.ones((1, 2, 2)), padding_mask([0], 2)[0]
+    out = FusedAttention.apply(q, kv, kv, mask=blocked, on_weights=seen.append)
+    out.sum().backward()
+    assert np.all(seen[0] == 0) and np.all(out.data == 0) and np.all(q.grad == 0)
+
+
+@pytest.mark.parametrize("n, bias", [(3, True), (1, True), (2, False)])
+def test_packed_projection_matches_differences_and_the_lesson(rng, n, bias):
+    x = rng.normal(size=(2, 3, 4))
+    params = [rng.normal(size=(4, 4)) for _ in range(n)] + (
+        [rng.normal(size=4) for _ in range(n)] if bias else []
+    )
+    check_function(QKVProjection, x, *params, kwargs={"num_heads": 2, "has_bias": bias})
+    heads = QKVProjection.apply(Tensor(x), *params, num_heads=2, has_bias=bias).data
+    heads = heads.reshape(n, 2, 2, 3, 2)
+    for i in range(n):
+        y = x @ params[i] + (params[n + i] if bias else 0)
+        want = y.reshape(2, 3, 2, 2).transpose(0, 2, 1, 3)
+        np.testing.assert_allclose(heads[i], want, rtol=1e-5, atol=1e-5)
+        assert heads[i].flags.c_contiguous
+
+
+def test_fused_layernorm_equals_the_lesson_torch_and_differences(rng):
+    x, gamma, beta = rng.normal(1.0, 3.0, (2, 5, 8)), rng.normal(size=8), rng.normal(size=8)
+    weight = rng.normal(size=x.shape)
+    check_function(FusedLayerNorm, x, gamma, beta)
+    fast, fast_g = _grads(lambda *t: FusedLayerNorm.apply(*t), x, gamma, beta, weight=weight)
+
+    def lesson_fn(xt, g, b):
+        ln = LayerNorm(8)
+        ln.gamma, ln.beta = g, b
+        return ln(xt)
+
+    lesson, lesson_g = _grads(lesson_fn, x, gamma, beta, weight=weight)
+    np.testing.assert_allclose(fast, lesson, rtol=1e-10, atol=1e-12)
+    for a, b in zip(fast_g, lesson_g):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+    tensors = [torch.tensor(a, requires_grad=True) for a in (x, gamma, beta)]
+    out = F.layer_norm(tensors[0], (8,), tensors[1], tensors[2], eps=1e-5)
+    (out * torch.tensor(weight)).sum().backward()
+    np.testing.assert_allclose(fast, out.detach().numpy(), rtol=1e-9, atol=1e-11)
+    for a, t in zip(fast_g, tensors):
+        np.testing.assert_allclose(a, t.grad.numpy(), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_fused_gelu_equals_the_lesson_torch_and_differences(rng, recompute):
+    x = rng.normal(size=(3, 7)) * 3
+    weight = rng.normal(size=x.shape)
+    check_function(FusedGELU, x, kwargs={"recompute": recompute})
+    fast, (dx,) = _grads(lambda t: FusedGELU.apply(t, recompute=recompute), x, weight=weight)
+    lesson, (lesson_dx,) = _grads(gelu, x, weight=weight)
+    np.testing.assert_allclose(fast, lesson, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(dx, lesson_dx, rtol=1e-10, atol=1e-12)
+    xt = torch.tensor(x, requires_grad=True)
+    out = F.gelu(xt, approximate="tanh")
+    (out * torch.tensor(weight)).sum().backward()
+    np.testing.assert_allclose(fast, out.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_recompute_keeps_less(rng):
+    x = rng.normal(size=(4, 64)).astype(np.float32)
+    kept, recomputed = FusedGELU(), FusedGELU()
+    kept.forward(x)
+    recomputed.forward(x, recompute=True)
+    assert kept.t is not None and recomputed.t is None
+    q = rng.normal(size=(2, 8, 4)).astype(np.float32)
+    fused = FusedAttention()
+    fused.needs_grad = (True, True, True)
+    fused.forward(q, q, q, recompute=True)
+    assert fused.weights is None

@@ -1,0 +1,100 @@
+"""tito diagnose: a planted bug is found at its operation, with its cause and the student's cell;
+a correct notebook reports nothing; nothing of the reference or the checks is shown."""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tito import notebooks, paths
+from tito.catalog import find
+from tito.diagnose import diagnose, reference_trace
+
+MODULES = (1, 4, 5, 12, 13)
+_references = {}
+
+
+def reference(number: int):
+    if number not in _references:
+        _references[number] = reference_trace(find(number))
+    return _references[number]
+
+
+def solved(number: int):
+    return notebooks.read_source(paths.source(find(number)))
+
+
+def planted(number: int, old: str, new: str, folder: Path) -> Path:
+    """The reference notebook of a module with one line of a solution cell changed."""
+    notebook = solved(number)
+    hits = 0
+    for cell in notebook.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution") and old in cell.source:
+            cell.source = cell.source.replace(old, new)
+            hits += 1
+    assert hits == 1, f"{old!r} is in {hits} solution cells of module {number}"
+    path = folder / f"{find(number).slug}.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+@pytest.mark.parametrize("number", MODULES)
+def test_a_correct_notebook_reports_nothing(number, tmp_path):
+    path = tmp_path / "solved.ipynb"
+    nbformat.write(solved(number), path)
+    result = diagnose(find(number), path, reference=reference(number))
+    assert result.checks and result.clean and not result.notes
+
+
+BUGS = [
+    # (module, the line, the slip, the operation named, words of the hint)
+    (
+        4,
+        "loss = -np.sum(log_probs[keep]) / max(self.count, 1)",
+        "loss = -np.sum(log_probs[keep])",
+        "CrossEntropyFunction.forward",
+        "a sum where a mean belongs",
+    ),
+]
+
+
+@pytest.mark.parametrize("number, old, new, operation, words", BUGS)
+def test_a_planted_bug_is_named(number, old, new, operation, words, tmp_path):
+    path = planted(number, old, new, tmp_path)
+    result = diagnose(find(number), path, reference=reference(number))
+    assert result.findings
+    first = result.findings[0]
+    assert operation in first.what and words in first.hint
+    assert first.place.startswith(f"{path.name}, cell ")
+
+
+def test_the_command_names_the_cell_and_shows_no_reference_or_check_code(tmp_path, cli):
+    number, old, new = 13, "centred = x - mean_last(x)", "centred = x - mean_last(x.T).T"
+    path = planted(number, old, new, tmp_path)
+    result = cli("diagnose", "13", "--notebook", str(path))
+    assert result.exit_code == 1, result.output
+    assert "differs" in result.output and "LayerNormFunction.forward" in result.output
+    assert f"{path.name}, cell " in result.output
+    student = {line.strip() for c in nbformat.read(path, 4).cells for line in c.source.splitlines()}
+    hidden = set()
+    for cell in solved(number).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        for line in cell.source.splitlines():
+            if meta.get("grade") or line.strip() not in student:
+                hidden.add(line.strip())
+    shown = [line for line in hidden if len(line) > 12 and line in result.output]
+    assert not shown
+
+
+def test_without_a_notebook_it_says_how_to_make_one(project, cli):
+    result = cli("diagnose", "13")
+    assert result.exit_code == 1
+    assert "no notebook at" in result.stderr and "tito module open" in result.stderr
+
+
+def test_a_notebook_in_the_workspace_is_the_default(project, cli):
+    target = project / "workspace" / "04_losses" / "losses.ipynb"
+    target.parent.mkdir(parents=True)
+    planted(4, BUGS[0][1], BUGS[0][2], target.parent)
+    result = cli("diagnose", "losses")
+    assert result.exit_code == 1 and "losses.ipynb, cell " in result.output

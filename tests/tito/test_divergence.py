@@ -1,0 +1,87 @@
+"""tito/divergence.py names the shape of an error: each slip below, planted in a real value."""
+
+import numpy as np
+import pytest
+
+from tito.divergence import compare
+
+rng = np.random.default_rng(7)
+X = rng.normal(size=(3, 5, 8))
+
+
+def hint(yours, expected=X):
+    found = compare(yours, expected)
+    assert found is not None
+    return found.hint
+
+
+def test_equal_values_are_no_difference():
+    assert compare(X + 1e-9, X) is None
+    assert compare(np.float32(2.5), np.float64(2.5)) is None
+
+
+def test_the_summary_gives_the_size_and_place_of_the_error():
+    wrong = X.copy()
+    wrong[1, 2, 3] += 10
+    found = compare(wrong, X)
+    assert "at [1, 2, 3]" in found.summary and "max abs error 10" in found.summary
+    assert "1% of 120 values off" in found.summary
+
+
+@pytest.mark.parametrize(
+    "yours, words",
+    [
+        (np.swapaxes(X, -1, -2), "transpose"),
+        (X[..., None], "keepdims"),
+        (X.reshape(3, 8, 5) * 0 + 1, "transpose"),
+        (X.reshape(6, 20), "reshape"),
+        (X[:, :1, :], "broadcast"),
+    ],
+)
+def test_shape_slips(yours, words):
+    assert words in hint(yours)
+
+
+def test_a_square_transpose():
+    square = rng.normal(size=(2, 6, 6))
+    assert "transposed" in hint(np.swapaxes(square, -1, -2), square)
+
+
+def test_a_sign():
+    assert "sign" in hint(-X)
+
+
+def test_a_missing_inverse_square_root_names_d():
+    text = hint(X * np.sqrt(8))
+    assert "1/sqrt(d)" in text and "d = 8" in text
+    assert "d = 64" in hint(X * 8) and "d = 16" in hint(X / 4.0)
+
+
+def test_a_sum_where_a_mean_belongs_names_the_count():
+    assert "8 times larger" in hint(X * 8) and "a sum where a mean belongs" in hint(X * 8)
+
+
+def test_a_reduction_over_the_wrong_axis():
+    right = X - X.mean(axis=-1, keepdims=True)
+    wrong = X - X.mean(axis=0, keepdims=True)
+    assert "wrong axis" in hint(wrong, right)
+
+
+def test_a_missing_epsilon():
+    var = X.var(axis=-1, keepdims=True) * 1e-3
+    right, wrong = X / np.sqrt(var + 1e-5), X / np.sqrt(var)
+    assert "epsilon" in hint(wrong, right)
+
+
+def test_not_finite():
+    wrong = X.copy()
+    wrong[0, 0, 0] = np.inf
+    assert "epsilon" in hint(wrong) and "inf or nan" in hint(wrong)
+
+
+def test_zeros():
+    assert "all zeros" in hint(np.zeros_like(X))
+
+
+def test_no_pattern():
+    assert "no simple pattern" in hint(rng.normal(size=X.shape))

@@ -1,0 +1,215 @@
+"""Record every operation a module's checks make, for `tito diagnose`. tito.diagnose starts this
+file as a script (`python -I trace_runner.py`), once over the student's code and once over the
+reference; it is never imported by tito itself.
+
+stdin: one JSON job (see tito.diagnose.trace_job). It writes into job["out"]:
+
+- arrays.npz: the numbers (no pickle), keyed "<event>_<name>";
+- events.json: per check, the events in the order they happened: each forward of an operation
+  (its class, the layer it ran in, the notebook cell and line of the code that called it), each
+  backward (the gradient it got and the ones it gave), each layer's output, and the values the
+  check's probe returned; plus the error the check ended with, if any.
+
+Cells are compiled with the file name "<cell LABEL>", so a frame tells which cell it is in.
+"""
+
+import __future__
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+MAX_EVENTS = 4000  # per check; later events are counted, not kept
+MAX_BYTES = 256 * 2**20  # numbers kept in all, over every check
+
+
+def _array(value):
+    if not isinstance(value, np.ndarray):
+        value = getattr(value, "data", value)  # a Tensor gives its array
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        return np.asarray(value)
+    return None
+
+
+def _cell_of(code) -> str | None:
+    name = code.co_filename
+    return name[len("<cell ") : -1] if name.startswith("<cell ") else None
+
+
+def _defined(method) -> list | None:
+    """[cell label, line] where a method was written, when it was written in a cell."""
+    code = getattr(getattr(method, "__func__", method), "__code__", None)
+    if code is None or _cell_of(code) is None:
+        return None
+    return [_cell_of(code), code.co_firstlineno]
+
+
+def _callers() -> list:
+    """[[cell label, line], ...] of the frames running notebook-cell code, innermost first."""
+    found, frame = [], sys._getframe(2)
+    while frame is not None and len(found) < 8:
+        label = _cell_of(frame.f_code)
+        if label is not None:
+            found.append([label, frame.f_lineno])
+        frame = frame.f_back
+    return found
+
+
+class Recorder:
+    def __init__(self, arrays: dict, budget: list):
+        self.arrays, self.budget = arrays, budget
+        self.events: list[dict] = []
+        self.dropped = 0
+        self.layers: list[str] = []
+        self.forward_of: dict[int, int] = {}  # id(operation) -> its forward event
+
+    def _keep(self, index: int, name: str, value) -> str | None:
+        array = _array(value)
+        if array is None or array.nbytes > self.budget[0]:
+            return None
+        self.budget[0] -= array.nbytes
+        key = f"c{self.check}e{index}_{name}"
+        self.arrays[key] = np.array(array, copy=True)
+        return key
+
+    def _event(self, event: dict, values: dict) -> int | None:
+        if len(self.events) >= MAX_EVENTS:
+            self.dropped += 1
+            return None
+        index = len(self.events)
+        event["arrays"] = {name: self._keep(index, name, v) for name, v in values.items()}
+        self.events.append(event)
+        return index
+
+    # the engine's listener interface (tinytorch/core/hooks.py)
+    def forward(self, fn, inputs, kwargs, output, seconds):
+        kind = type(fn)
+        event = {
+            "kind": "forward",
+            "op": kind.__name__,
+            "layer": self.layers[-1] if self.layers else None,
+            "called": _callers(),
+            "defined": _defined(getattr(kind, "forward", None)),
+            "shapes": [
+                list(np.shape(_array(x))) if _array(x) is not None else None for x in inputs
+            ],
+        }
+        values = {"out": output, **{f"in{i}": x for i, x in enumerate(inputs)}}
+        index = self._event(event, values)
+        if index is not None:
+            self.forward_of[id(fn)] = index
+
+    def backward(self, fn, grad, grads, seconds):
+        kind = type(fn)
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        event = {
+            "kind": "backward",
+            "op": kind.__name__,
+            "forward": self.forward_of.get(id(fn)),
+            "called": _callers(),
+            "defined": _defined(getattr(kind, "backward", None)),
+            "count": len(grads),
+        }
+        values = {"grad": grad, **{f"g{i}": g for i, g in enumerate(grads)}}
+        self._event(event, values)
+
+    def enter(self, module):
+        self.layers.append(type(module).__name__)
+
+    def exit(self, module, output, seconds):
+        name = self.layers.pop() if self.layers else type(module).__name__
+        event = {"kind": "layer", "op": name, "called": _callers()}
+        event["defined"] = _defined(getattr(type(module), "forward", None))
+        self._event(event, {"out": output})
+
+
+def _describe(err: BaseException) -> str:
+    try:
+        text = str(err).strip().splitlines()
+    except BaseException:
+        text = []
+    return f"{type(err).__name__}: {text[0][:300]}" if text else type(err).__name__
+
+
+def _where(err: BaseException) -> list:
+    """[[cell label, line], ...] of the notebook-cell frames the error passed, innermost first."""
+    found = []
+    for frame, line in traceback.walk_tb(err.__traceback__):
+        label = _cell_of(frame.f_code)
+        if label is not None:
+            found.insert(0, [label, line])
+    return found
+
+
+class _Compiler:
+    """compile() keeping `from __future__` statements in force for later cells, as Jupyter does."""
+
+    def __init__(self):
+        self.flags = 0
+
+    def __call__(self, code: str, label: str):
+        compiled = compile(code, f"<cell {label}>", "exec", self.flags, True)
+        for name in __future__.all_feature_names:
+            feature = getattr(__future__, name)
+            if compiled.co_flags & feature.compiler_flag:
+                self.flags |= feature.compiler_flag
+        return compiled
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.read())
+    sys.path[:0] = job["path"]
+    out = Path(job["out"])
+    from tinytorch.core.hooks import listen
+
+    try:
+        from tinytorch.checks import Collect
+    except ImportError:  # a package from before graded probes
+        Collect = None
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    compile_cell = _Compiler()
+    setup_errors = []
+    for label, code in job["cells"]:
+        try:
+            exec(compile_cell(code, label), namespace)
+        except BaseException as err:  # noqa: BLE001 - a broken cell is reported, not fatal
+            setup_errors.append({"cell": label, "error": _describe(err), "where": _where(err)})
+    arrays: dict = {}
+    budget = [MAX_BYTES]
+    checks = []
+    for number, (label, code) in enumerate(job["checks"]):
+        recorder = Recorder(arrays, budget)
+        recorder.check = number
+        record = {"label": label, "error": None, "where": [], "results": {}}
+        try:
+            if Collect is not None:
+                Collect.probes = []
+            with listen(recorder):
+                exec(compile_cell(code, label), namespace)
+                probes = list(Collect.probes or []) if Collect is not None else []
+                if Collect is not None:
+                    Collect.probes = None
+                for probe in probes:
+                    result = probe(np.random.default_rng(job["seed"]))
+                    for name, value in (result or {}).items():
+                        index = recorder._event({"kind": "result", "op": str(name)}, {"out": value})
+                        if index is not None:
+                            record["results"][str(name)] = index
+        except BaseException as err:  # noqa: BLE001 - the error is part of the diagnosis
+            record["error"], record["where"] = _describe(err), _where(err)
+        finally:
+            if Collect is not None:
+                Collect.probes = None
+        record["events"], record["dropped"] = recorder.events, recorder.dropped
+        checks.append(record)
+    np.savez(out / "arrays.npz", **arrays)
+    (out / "events.json").write_text(json.dumps({"setup": setup_errors, "checks": checks}))
+
+
+if __name__ == "__main__":
+    main()
