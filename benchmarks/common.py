@@ -155,16 +155,15 @@ class TorchTrainer:
 
 
 def summary(values: list[float]) -> dict:
-    """Median, min, max, quartiles and n of a list of per-process results."""
+    """Median, quartiles, the bootstrap interval of the median (module 19's `summarize`), min,
+    max and n of a list of per-process results."""
+    from tinytorch.bench.harness import summarize
+
     a = np.asarray(values, dtype=float)
-    q1, med, q3 = (float(np.percentile(a, q)) for q in (25, 50, 75))
     return {
-        "median": med,
+        **summarize(a).as_record(),
         "min": float(a.min()),
         "max": float(a.max()),
-        "q1": q1,
-        "q3": q3,
-        "n": len(a),
         "values": [float(v) for v in a],
     }
 

@@ -6,6 +6,8 @@ alternating tinytorch and torch (the order reversed every other round); each row
 several rounds and reported as the median over processes with its min-max spread, for each
 library at its fastest setting: 1 or 2 threads, and for training also 2 data-parallel threads
 (tinytorch: module 18's DataParallel, as the GPT milestone trains; PyTorch: the same split).
+The order and the statistics are module 19's harness (`schedule`, and `summarize`, which adds a
+bootstrap interval of the median).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks.common import DATA_PARALLEL, LIBRARIES, ROOT, THREAD_CHOICES, Row, summary
+from tinytorch.bench.harness import schedule
 
 FULL = [
     (Row("train_small", "train", "small", batch=16, seq_len=64, steps=5, warmup=2), 5),
@@ -62,9 +65,8 @@ def measure(row: Row, rounds: int, threads: tuple = THREAD_CHOICES) -> dict:
     plan = settings(row, threads)
     raw: dict = {(lib, s): [] for lib in LIBRARIES for s in plan}
     pairs = [(lib, s) for s in plan for lib in LIBRARIES]
-    for r in range(rounds):
-        for lib, s in pairs if r % 2 == 0 else pairs[::-1]:
-            raw[lib, s].append(child(lib, s, row))
+    for lib, s in schedule(pairs, rounds):  # module 19: each round in the other order
+        raw[lib, s].append(child(lib, s, row))
     out: dict = {"row": asdict(row), "rounds": rounds, "libraries": {}}
     for lib in LIBRARIES:
         by_setting = {

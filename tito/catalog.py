@@ -96,6 +96,9 @@ MODULES: tuple[CourseModule, ...] = (
         (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
         "tests/18_acceleration",
     ),
+    CourseModule(
+        19, "benchmarking", "Benchmarking", ("bench.harness",), (), "tests/19_benchmarking"
+    ),
 )
 
 
@@ -111,10 +114,8 @@ def complete_key(incomplete: str) -> list[str]:
 
 
 # Numbers the course keeps free for later parts (see the README's module table).
-RESERVED = {
-    9: "convolutions",
-    **dict.fromkeys((14, 15, 16, 19, 20), "the optimization tier"),
-}
+PLANNED = {9: "convolutions", **dict.fromkeys(range(14, 21), "the optimization tier")}
+RESERVED = {n: part for n, part in PLANNED.items() if n not in {m.number for m in MODULES}}
 
 
 def missing(numbers: tuple[int, ...], root: Path) -> list[CourseModule]:

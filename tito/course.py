@@ -48,8 +48,10 @@ c = get_config()  # noqa: F821 - provided by traitlets when it loads this file
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.course_id = "{course_id}"
 c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")  # unused offline; kept local
-# Every graded cell runs in a fresh {kernel} kernel; a cell that runs longer is stopped and
-# scored 0, and grading goes on with the next cell and the next student.
+# `tito grade autograde` runs each graded cell in its sandbox (docs/instructor.md), not in a
+# kernel; a cell that runs longer than the timeout is stopped and scored 0, and grading goes on
+# with the next cell and the next student. The kernel is the one nbgrader's own commands use
+# (e.g. `nbgrader autograde` run by hand in this folder).
 c.ExecutePreprocessor.kernel_name = "{kernel}"
 c.ExecutePreprocessor.timeout = {timeout}
 # A graded cell fails only when it raises: warnings written to stderr do not cost points.

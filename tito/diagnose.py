@@ -16,6 +16,7 @@ the student's own cell and line. It never shows reference code or a check's code
 from __future__ import annotations
 
 import difflib
+import io
 import json
 import subprocess
 import sys
@@ -36,6 +37,7 @@ ENGINE_HINT = (
 )
 RUNNER = Path(__file__).with_name("trace_runner.py")
 SEED = 0
+SANDBOX_BYTES = 2 * 2**20  # numbers a sandboxed trace may send back (base64 on stdout)
 TIMEOUT = 600.0
 
 
@@ -94,14 +96,19 @@ def trace(cells: list[tuple[str, str]], checks: list[tuple[str, str]], path: lis
             raise TitoError(
                 f"the checks did not finish in {timeout:g} s", hint="look for an endless loop"
             ) from None
-        events = Path(folder, "events.json")
-        if done.returncode != 0 or not events.is_file():
+        found = Path(folder, "trace.npz")
+        if done.returncode != 0 or not found.is_file():
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
             raise TitoError(f"the diagnosis run failed: {last[:300]}", hint="rerun with --debug")
-        data = json.loads(events.read_text())
-        with np.load(Path(folder, "arrays.npz"), allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-    return Trace(data["checks"], data["setup"], arrays)
+        return read_trace(found.read_bytes())
+
+
+def read_trace(data: bytes) -> Trace:
+    """A trace from the runner's .npz bytes: numbers only (no pickle), events as JSON."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    record = json.loads(arrays.pop("events").tobytes().decode())
+    return Trace(record["checks"], record["setup"], arrays)
 
 
 @dataclass
@@ -126,21 +133,11 @@ def _programs(module: CourseModule, notebook: Path):
     from tito.scoring import build_program
 
     source = read_source(paths.source(module))
-    submission = read_notebook(notebook)
+    own = notebook.resolve() == paths.notebook(module).resolve()
+    submission = read_notebook(notebook, module if own else None)
     theirs = build_program(source, submission)
     reference = build_program(source, source)
-    numbers = {}
-    for index, cell in enumerate(submission.cells):
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if grade_id and grade_id not in numbers:
-            text = cell.get("source", "")
-            numbers[grade_id] = (index + 1, (text if isinstance(text, str) else "".join(text)))
-    solutions = {
-        label: (numbers[label][0], numbers[label][1].splitlines())
-        for label, _, index in theirs.cells
-        if source.cells[index].get("metadata", {}).get("nbgrader", {}).get("solution")
-        and label in numbers
-    }
+    solutions = _solution_cells(source, submission, theirs)
     return theirs, reference, Cells(notebook.name, solutions)
 
 
@@ -160,6 +157,67 @@ def diagnose(module: CourseModule, notebook: Path | None = None, seed: int = SEE
             stage_reference(module, Path(folder))
             reference = trace(_cells(ref_program), checks, [folder], seed)
     student = trace(_cells(theirs), checks, [str(paths.root())], seed)
+    return explain(module, student, cells, reference)
+
+
+def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout: float = 120.0,
+                     unsafe: bool = False) -> tuple[Trace, Cells]:  # fmt: skip
+    """A submitted notebook's trace, made in the grading sandbox (instructor feedback): the
+    source's cells with the student's solution cells, over the reference of the modules it
+    requires. The trace comes back as numbers and names only; tito imports none of it."""
+    import base64
+    import secrets
+    import shutil
+
+    from tito import sandbox
+    from tito.notebooks import read_source
+    from tito.scoring import build_program, stage_reference
+
+    source = read_source(paths.source(module))
+    program = build_program(source, submission)
+    checks = [(grade_id, code) for grade_id, _, code, _ in program.checks]
+    nonce = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory(prefix="tito-diagnose-") as folder:
+        work = Path(folder)
+        stage_reference(module, work / "stage")
+        shutil.copyfile(RUNNER, work / RUNNER.name)
+        mount = work if unsafe else Path(sandbox.MOUNT)
+        import numpy
+
+        job = {
+            "path": [str(mount / "stage"), str(Path(numpy.__file__).resolve().parent.parent)],
+            "cells": _cells(program),
+            "checks": checks,
+            "seed": seed,
+            "nonce": nonce,
+            "max_bytes": SANDBOX_BYTES,
+        }
+        run = sandbox.run_python(RUNNER.name, work, json.dumps(job), timeout, unsafe=unsafe)
+    marks = [line for line in run.output.splitlines() if line.startswith(nonce + " trace ")]
+    if len(marks) != 1:
+        raise TitoError("the submission's diagnosis run ended without a trace")
+    trace = read_trace(base64.b64decode(marks[0].split(" ", 2)[2], validate=True))
+    return trace, Cells("the submission", _solution_cells(source, submission, program))
+
+
+def _solution_cells(source, submission, program) -> dict:
+    numbers = {}
+    for index, cell in enumerate(submission.cells):
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id and grade_id not in numbers:
+            text = cell.get("source", "")
+            numbers[grade_id] = (index + 1, (text if isinstance(text, str) else "".join(text)))
+    return {
+        label: (numbers[label][0], numbers[label][1].splitlines())
+        for label, _, index in program.cells
+        if source.cells[index].get("metadata", {}).get("nbgrader", {}).get("solution")
+        and label in numbers
+    }
+
+
+def explain(module: CourseModule, student: Trace, cells: Cells, reference: Trace) -> Diagnosis:
+    """Compare two traces of module `module`'s checks, check by check."""
+    diagnosis = Diagnosis(module, [c["label"] for c in reference.checks])
     for error in student.setup:
         place = cells.place(error["where"])
         if place or error["cell"] in cells.solutions:
@@ -341,4 +399,11 @@ def _error_hint(error: str) -> str:
     return "the error happened in your code: the place says where"
 
 
-__all__ = ["Diagnosis", "Finding", "diagnose", "reference_trace", "first_difference"]
+__all__ = [
+    "Diagnosis",
+    "Finding",
+    "diagnose",
+    "explain",
+    "reference_trace",
+    "submission_trace",
+]

@@ -218,6 +218,13 @@ def _check_released(course: Path, module: CourseModule) -> None:
 
 def _read_submission(notebook: Path) -> nbformat.NotebookNode:
     """The student's notebook, or a TitoError naming what is wrong with it."""
+    if not notebook.exists() and notebook.parent.is_dir():  # a misnamed file: say which is there
+        there = sorted(p.name for p in notebook.parent.iterdir() if p.is_file())
+        if there:
+            raise TitoError(
+                f"no notebook at {notebook}; found {', '.join(there)} instead "
+                f"(nbgrader grades only {notebook.name}: rename the file to that)"
+            )
     nb = read_notebook(notebook)
     try:
         nbformat.validate(nb)

@@ -108,7 +108,7 @@ def installed_map(module: CourseModule):
     if not nb_path.exists():
         return None
     try:
-        nb = notebooks.read_notebook(nb_path)
+        nb = notebooks.read_notebook(nb_path, module)
         files = exporter.render(nb, module, origin=nb_path.relative_to(paths.root()).as_posix())
     except TitoError:
         return None
@@ -180,7 +180,7 @@ def complete(
             f"module {module.name} needs {names}, which the tinytorch package does not have",
             hint=f"complete or export it first: `tito module export {missing[0].number}`",
         )
-    nb = notebooks.read_notebook(nb_path)
+    nb = notebooks.read_notebook(nb_path, module)
     origin = nb_path.relative_to(paths.root()).as_posix()
     files = exporter.render(nb, module, origin=origin)
     source_map = SourceMap(nb, files, nb_path.name)

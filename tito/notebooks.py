@@ -38,24 +38,36 @@ def read_source(path: Path) -> nbformat.NotebookNode:
     return notebook
 
 
-def read_notebook(path: Path) -> nbformat.NotebookNode:
-    """Read a student's .ipynb, turning broken JSON into a clear error."""
+def read_notebook(path: Path, module: CourseModule | None = None) -> nbformat.NotebookNode:
+    """Read an .ipynb, turning broken JSON into a clear error.
+
+    `module`: the student's own notebook of that module, named in the error as they can type
+    it (relative to where they are), with the command that repairs it.
+    """
+    from tito.paths import shown
+
+    where = shown(path) if module is not None else str(path)
     if not path.exists():
-        raise TitoError(f"no notebook at {path}", hint="create it with `tito module open N`")
-    hint = "fix it by hand, or `tito module reset N` (your file is kept as a backup)"
+        hint = f"create it with `tito module open {module.number}`" if module else None
+        raise TitoError(f"no notebook at {where}", hint=hint)
+    hint = "fix it by hand" + (
+        f", or `tito module reset {module.number}` (which keeps your file as a backup)"
+        if module
+        else ""
+    )
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise TitoError(f"{path} is not a valid notebook ({type(err).__name__})", hint) from None
+        raise TitoError(f"{where} is not a valid notebook ({type(err).__name__})", hint) from None
     cells = raw.get("cells") if isinstance(raw, dict) else None
     if not isinstance(cells, list) or not all(
         isinstance(c, dict) and c.get("cell_type") in ("code", "markdown", "raw") for c in cells
     ):
-        raise TitoError(f"{path} is valid JSON but not a notebook (no list of cells)", hint)
+        raise TitoError(f"{where} is valid JSON but not a notebook (no list of cells)", hint)
     try:
         return nbformat.reads(json.dumps(raw), as_version=4)
     except (nbformat.ValidationError, KeyError, TypeError, AttributeError) as err:
-        raise TitoError(f"{path} is not a valid notebook ({type(err).__name__})", hint) from None
+        raise TitoError(f"{where} is not a valid notebook ({type(err).__name__})", hint) from None
 
 
 def validate_metadata(notebook: nbformat.NotebookNode, origin: Path) -> None:

@@ -113,7 +113,8 @@ def show_run(run: TestRun, label: str) -> None:
         console.print(run.output, markup=False)  # pytest could not run: its own words
     if run.timed_out:
         fail(
-            f"{label}: stopped after {run.seconds:.0f} s, still running {run.timed_out}",
+            f"{label}: timed out: the tests ran past the {run.limit:g} s limit and were "
+            f"stopped, still running {run.timed_out}",
             hint=f"an endless loop? Fix it; or allow more time: --timeout SECONDS or {TIMEOUT_ENV}",
         )
     else:

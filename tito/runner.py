@@ -52,6 +52,7 @@ class TestRun:
     returncode: int = 0
     timed_out: str | None = None  # what was running when the timeout struck
     seconds: float = 0.0
+    limit: float = 0.0  # the timeout, in seconds
 
     @property
     def ok(self) -> bool:
@@ -140,7 +141,7 @@ def run_tests(
         env["TINYTORCH_EXPECT"] = str(package)
     # the plugin lives in tito: make sure the child imports this very copy of it
     env["PYTHONPATH"] = os.pathsep.join([env.get("PYTHONPATH", ""), str(paths.PACKAGE_ROOT)])
-    run = TestRun()
+    run = TestRun(limit=limit)
     outcomes: dict[str, str] = {}
     running = None
     with tempfile.TemporaryDirectory(prefix="tito-run-") as tmp:

@@ -81,6 +81,7 @@ def test_open_jupyter_without_jupyterlab_is_one_line_and_fails(project, cli, mon
         result.stderr
     )
     assert (project / "workspace/01_tensor/tensor.ipynb").exists()  # the notebook is still made
+    assert "when it is done" not in result.output  # no next step after a step that failed
 
 
 def test_a_file_that_cannot_be_written_is_named_in_one_line(project, cli, monkeypatch):

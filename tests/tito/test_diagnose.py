@@ -98,3 +98,19 @@ def test_a_notebook_in_the_workspace_is_the_default(project, cli):
     planted(4, BUGS[0][1], BUGS[0][2], target.parent)
     result = cli("diagnose", "losses")
     assert result.exit_code == 1 and "losses.ipynb, cell " in result.output
+
+
+def test_a_submission_is_diagnosed_in_the_grading_sandbox_the_same_way(tmp_path):
+    from tito.diagnose import explain, submission_trace
+
+    number, old, new = BUGS[0][:3]
+    notebook = nbformat.read(planted(number, old, new, tmp_path), 4)
+    student, cells = submission_trace(find(number), notebook)
+    result = explain(find(number), student, cells, reference(number))
+    local = diagnose(
+        find(number), tmp_path / f"{find(number).slug}.ipynb", reference=reference(number)
+    )
+    assert [(f.check, f.what, f.hint) for f in result.findings] == [
+        (f.check, f.what, f.hint) for f in local.findings
+    ]
+    assert result.findings[0].place.startswith("the submission, cell ")

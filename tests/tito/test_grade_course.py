@@ -152,8 +152,12 @@ def test_every_submitter_is_counted_with_a_reason(klass: Class):
     assert entries["blank"].status == gradebook.GRADED and klass.scores.total("blank") == 0
     for student, reason in [
         ("corrupt", "is not a valid notebook"),
-        ("misnamed", f"no notebook at submitted/misnamed/{MODULE.name}/{NOTEBOOK}"),
-        ("wrong_file", "no notebook at"),
+        (
+            "misnamed",
+            f"no notebook at submitted/misnamed/{MODULE.name}/{NOTEBOOK}; found "
+            f"{MODULE.slug} (1).ipynb instead (nbgrader grades only {NOTEBOOK}",
+        ),
+        ("wrong_file", f"found {MODULE.slug}.py instead"),
     ]:
         assert entries[student].status == gradebook.UNGRADABLE, student
         assert reason in entries[student].reason and klass.scores.total(student) == 0

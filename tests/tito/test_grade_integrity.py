@@ -200,7 +200,11 @@ def graded(tmp_path_factory) -> dict[int, Graded]:
         if module.number == 1:
             class_["stubborn"] = stubborn(release)
             class_["duplicate"] = nbformat.from_dict(source)
-            class_["duplicate"].cells.append(nbformat.from_dict(cell_by_id(source, "matmul")))
+            twice = nbformat.from_dict(cell_by_id(source, "matmul"))
+            twice["id"] = (
+                "matmul-twice"  # a cell of its own (cell ids are unique) sharing the grade id
+            )
+            class_["duplicate"].cells.append(twice)
             class_["renamed"] = nbformat.from_dict(source)
             meta(cell_by_id(class_["renamed"], "matmul"))["grade_id"] = "my-matmul"
         for student, nb in class_.items():

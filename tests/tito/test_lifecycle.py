@@ -107,6 +107,23 @@ def test_malformed_notebook_is_reported_and_kept(project, cli):
     assert path.read_text() == "{ not json"
 
 
+def test_a_corrupt_notebook_hint_names_the_module_and_a_path_to_type(project, cli, monkeypatch):
+    monkeypatch.chdir(project)
+    path = project.joinpath(*NB)
+    path.parent.mkdir(parents=True)
+    path.write_text("{ not json")
+    text = " ".join(cli("module", "complete", "1").output.split())
+    assert "error: workspace/01_tensor/tensor.ipynb is not a valid notebook" in text
+    assert "`tito module reset 1`" in text and str(project) not in text
+
+
+def test_a_timeout_is_called_a_timeout(project, cli):
+    assert cli("module", "open", "1").exit_code == 0
+    text = " ".join(cli("module", "complete", "1", "--timeout", "1").output.split())
+    assert "timed out: the tests ran past the 1 s limit and were stopped" in text
+    assert "hint: find what is slow or endless in" in text and "fix the failing" not in text
+
+
 def test_missing_prerequisite_is_named(project, cli):
     cli("module", "open", "5")
     (project / "tinytorch/core/tensor.py").unlink()

@@ -134,8 +134,12 @@ def test_completed_code_is_installed_with_progress_or_not_at_all_and_export_keep
     package.write_text(mine + "\nHAND_EDIT = 1\n")
     drift = cli("module", "export", "1", "--check")
     assert drift.exit_code == 1 and "changed since you completed" in drift.stdout
-    assert cli("module", "export", "1", "--force").exit_code == 0
-    assert package.read_text() == reference
+    forced = cli("module", "export", "1", "--force")
+    assert forced.exit_code == 0 and package.read_text() == reference
+    assert (
+        "01 tensor: the reference code replaced yours, so it is no longer complete; "
+        "`tito module complete 1` installs your notebook's code again" in forced.stdout
+    )
     assert json.loads((project / ".tito/progress.json").read_text())["completed"] == {}
     assert "in progress" in cli("module", "status").stdout
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,6 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from tito import paths
 from tito.catalog import find
 from tito.console import console, fail, ok
 from tito.errors import TitoError
@@ -103,7 +105,7 @@ def init(
     """Create or update an nbgrader course folder: tito_config.py (rewritten), nbgrader_config.py
     (written once, then yours) and source/ converted from every course module."""
     _grading()
-    from tito.course import CONFIG_NAME, TITO_CONFIG, init_course
+    from tito.course import CONFIG_NAME, TITO_CONFIG, find_course, init_course
 
     folder = _course(course)
     result = init_course(folder, timeout=timeout)
@@ -117,7 +119,15 @@ def init(
     kept = "kept your" if result.config_kept else "wrote"
     console.print(f"{kept} {CONFIG_NAME}; rewrote {TITO_CONFIG}")
     ok(f"course folder {folder} (tito's cell timeout {timeout} s)")
-    console.print("next: [name]tito grade generate N[/name]")
+    if folder == find_course(None):  # where the grade commands look without --course
+        console.print("next: [name]tito grade generate N[/name]")
+    else:
+        where = shlex.quote(paths.shown(folder))
+        console.print(
+            f"next: [name]cd {escape(where)}[/name], then [name]tito grade generate N[/name] "
+            f"(or, from here, [name]tito grade generate N --course {escape(where)}[/name])",
+            soft_wrap=True,
+        )
 
 
 @app.command(context_settings=NBGRADER_OPTIONS, epilog=NBGRADER_EPILOG)

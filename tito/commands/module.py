@@ -113,17 +113,17 @@ def open_(
         ok(f"created {rel} with the solutions removed; fill in each TODO")
     else:
         console.print(f"{rel} already exists; it was left as it is.")
+    # `jupyter` alone may exist without JupyterLab (it then prints its own usage, exit 0)
+    exe = shutil.which("jupyter-lab") if jupyter else None
+    if jupyter and exe is None:  # the error comes before any next step is suggested
+        raise TitoError(
+            "JupyterLab is not installed, so --jupyter cannot open the notebook",
+            hint=f"pip install jupyterlab, or open {rel} in any notebook editor",
+        )
     if not jupyter:
         console.print(f"edit it in JupyterLab: [name]jupyter lab {rel}[/name] (or --jupyter)")
     console.print(f"when it is done: [name]tito module complete {m.number}[/name]")
     if jupyter:
-        # `jupyter` alone may exist without JupyterLab (it then prints its own usage, exit 0)
-        exe = shutil.which("jupyter-lab")
-        if exe is None:
-            raise TitoError(
-                "JupyterLab is not installed, so --jupyter cannot open the notebook",
-                hint=f"pip install jupyterlab, or open {rel} in any notebook editor",
-            )
         code = subprocess.run([exe, str(path)], check=False).returncode
         if code:
             raise TitoError(f"JupyterLab stopped with exit code {code}", exit_code=code)
@@ -151,10 +151,14 @@ def complete(key: ModuleArg, timeout: TimeoutOption = None) -> None:
         ) from None
     show_run(run, f"module {m.name}")
     if not recorded:
+        fix = (
+            f"find what is slow or endless in {paths.shown(paths.notebook(m))}"
+            if run is not None and run.timed_out
+            else f"fix the failing parts in {paths.shown(paths.notebook(m))}"
+        )
         fail(
             "not recorded; the package keeps its previous code for this module",
-            hint=f"fix the failing parts in {paths.shown(paths.notebook(m))} "
-            f"and run `tito module complete {m.number}` again",
+            hint=f"{fix} and run `tito module complete {m.number}` again",
         )
         raise typer.Exit(1)
     for backup in saved:
@@ -214,6 +218,16 @@ def export(
             console.print(f"kept your completed code for {names} (--force replaces it)")
     for path in lifecycle.export_reference(chosen, force=force):
         console.print(f"wrote {paths.shown(path)}")
+    undone = [m for m in chosen if m.number in done] if force else []
+    if undone:
+        names = ", ".join(f"{m.number:02d} {m.slug}" for m in undone)
+        again = " ".join(f"`tito module complete {m.number}`" for m in undone)
+        console.print(
+            f"{names}: the reference code replaced yours, so "
+            f"{'it is' if len(undone) == 1 else 'they are'} no longer complete; "
+            f"{again} installs your notebook's code again",
+            soft_wrap=True,
+        )
 
 
 @app.command("test")

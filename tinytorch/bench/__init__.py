@@ -1,0 +1,1 @@
+"""Measuring fairly: warm-up, repeats, medians with intervals, a process per candidate."""
