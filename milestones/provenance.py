@@ -10,6 +10,7 @@ student's own code unless the student completed module 18 as well.
 from __future__ import annotations
 
 ACCELERATION = 18
+MEMOIZATION = 17  # the KV cache every generation runs (module 13's generate calls it)
 NAMES = {"attention": "attention", "layernorm": "layer norm", "gelu": "GELU", "adamw": "AdamW"}
 
 
@@ -28,7 +29,7 @@ def header(completed: frozenset[int], chosen: tuple[str, ...]) -> str:
     """One line naming, per part, whose lesson ran and whose fast version (if any) replaced it.
 
     e.g. "code: attention your module 12; layer norm reference module 13, accelerated by
-    reference module 18; ...; threads reference module 18"
+    reference module 18; ...; threads reference module 18; caching reference module 17"
     """
     from tinytorch.accel.accelerate import LESSONS
 
@@ -39,4 +40,5 @@ def header(completed: frozenset[int], chosen: tuple[str, ...]) -> str:
             item += f", accelerated by {whose(ACCELERATION, completed)}"
         items.append(item)
     items.append(f"threads {whose(ACCELERATION, completed)}")
+    items.append(f"caching {whose(MEMOIZATION, completed)}")
     return "code: " + "; ".join(items)

@@ -91,7 +91,7 @@ class Milestone:
         return getattr(importlib.import_module(module), function)(self, options)
 
 
-_GPT_MODULES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 18)  # 08: windows; 18: threads
+_GPT_MODULES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 17, 18)  # 08: windows; 17: KV cache
 
 MILESTONES: tuple[Milestone, ...] = (
     Milestone(
@@ -111,7 +111,7 @@ MILESTONES: tuple[Milestone, ...] = (
     Milestone(
         "translate",
         "Number words to digits with an encoder-decoder: alignment plots, pre- vs post-norm.",
-        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 17),
         entry="milestones.translate:run",
         preset="tiny",
     ),

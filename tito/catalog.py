@@ -81,6 +81,14 @@ MODULES: tuple[CourseModule, ...] = (
         "tests/13_transformers",
     ),
     CourseModule(
+        17,
+        "memoization",
+        "Memoization",
+        ("memo.kvcache", "memo.generation"),
+        (1, 3, 5, 11, 12, 13),
+        "tests/17_memoization",
+    ),
+    CourseModule(
         18,
         "acceleration",
         "Acceleration",

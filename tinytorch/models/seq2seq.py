@@ -16,6 +16,7 @@ from tinytorch.core.tensor import ShapeError
 if __name__ != "__main__":  # the package file; this notebook defines these names below
     from tinytorch.models.transformer import (
         TransformerBlock,
+        _cached_generation,
         _check_generate_args,
         init_gpt2_weights,
         sample_next,
@@ -131,26 +132,29 @@ class Seq2SeqTransformer(Module):
 
     @no_grad()
     def generate(self, source, start_token: int, max_new_tokens: int, source_mask=None, *,
-                 temperature=0.0, top_k=None, seed=None, use_cache=True,
+                 temperature=0.0, top_k=None, seed=None, use_cache=None,
                  stop_token=None) -> np.ndarray:  # fmt: skip
         """(B, 1 + new) ids beginning with `start_token`; greedy unless temperature > 0.
 
-        The encoder runs once. `use_cache` (default) decodes one new position per step with
-        KV caches, with the same result as re-running the decoder on the whole prefix. Once every
-        row has produced `stop_token` generation ends early (finished rows repeat it).
+        The encoder runs once. `use_cache` decodes one new position per step with module 17's
+        KV caches (`cached_decode`; by default when module 17 is in the package), with the same
+        result as re-running the decoder on the whole prefix. Once every row has produced
+        `stop_token` generation ends early (finished rows repeat it).
         """
+        memo = _cached_generation(use_cache)
+        if memo is not None:
+            return memo.cached_decode(self, source, start_token, max_new_tokens, source_mask,
+                                      temperature=temperature, top_k=top_k, seed=seed,
+                                      stop_token=stop_token)  # fmt: skip
         _check_generate_args(max_new_tokens, temperature, top_k, self.vocab_size, stop_token)
         _check_length(1 + max_new_tokens, self.max_seq_len, "target")
         memory = self.encode(source, source_mask)  # (B, S, C), computed once
         out = np.full((memory.shape[0], 1), start_token)
         token_ids_2d(out, self.vocab_size)  # start_token must be a token id
         rng = np.random.default_rng(seed)
-        cache = self.new_cache() if use_cache else None
         stopped = np.zeros(len(out), dtype=bool)
         for _ in range(max_new_tokens):
-            # the newest token through the cached decoder, or the whole prefix without a cache
-            step = out[:, -1:] if use_cache else out
-            logits = self.decode(step, memory, source_mask, cache).data[:, -1]  # (B, V)
+            logits = self.decode(out, memory, source_mask).data[:, -1]  # the whole prefix, (B, V)
             next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
             if stop_token is not None:
                 next_ids = np.where(stopped, stop_token, next_ids)
