@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import itertools
 import json
 import os
 import shutil
@@ -36,6 +35,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tito import cgroups
 
 MOUNT = "/grade"  # where the caller's folder appears inside the sandbox
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
@@ -52,8 +53,7 @@ ENV = {
 }
 TMP_BYTES = 64 * 2**20  # size of the sandbox's /tmp
 SHM_BYTES = 8 * 2**20  # size of its /dev/shm
-MEMORY_BYTES = 2 * 2**30 + 256 * 2**20  # the whole sandbox, when a cgroup can hold it
-TASKS = 128  # processes and threads of the whole sandbox, when a cgroup can hold them
+MEMORY_BYTES = 2 * 2**30 + 256 * 2**20  # per process; and the whole sandbox, in a cgroup
 NOBODY = 65534  # the uid and gid the sandbox runs as, inside and (when tito is root) outside
 
 
@@ -288,162 +288,6 @@ def _args(folder: Path) -> tuple[list[str], list[str]]:
     return argv + ["--", str(Path(sys.executable).resolve())], binds
 
 
-# --- memory: a cgroup for the whole sandbox ---------------------------------------------------
-
-
-def _own_cgroup(version: int) -> Path | None:
-    """This process's cgroup folder in the v2 hierarchy (version 2) or the v1 memory one."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return None
-    where = None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if (version == 2 and controllers == "") or (
-            version == 1 and "memory" in controllers.split(",")
-        ):
-            where = path
-    if where is None:
-        return None
-    for mount in mounts:
-        left, _, right = mount.partition(" - ")
-        fstype, _, options = right.split(" ", 2)
-        if (version == 2 and fstype == "cgroup2") or (
-            version == 1 and fstype == "cgroup" and "memory" in options.split(",")
-        ):
-            root, point = left.split(" ")[3:5]
-            if where.startswith(root):
-                return Path(point) / os.path.relpath(where, root)
-    return None
-
-
-def _delegated(folder: Path) -> int | None:
-    """2 or 1 when tito may make a child cgroup with a memory limit in `folder`, else None."""
-    if (folder / "cgroup.controllers").exists():
-        try:
-            enabled = (folder / "cgroup.subtree_control").read_text().split()
-        except OSError:
-            return None
-        return 2 if "memory" in enabled and os.access(folder, os.W_OK) else None
-    if (folder / "memory.limit_in_bytes").exists() and os.access(folder, os.W_OK):
-        return 1
-    return None
-
-
-_count = itertools.count()
-
-
-def _make_cgroup(parent: Path, version: int) -> Path | None:
-    """A fresh child cgroup of `parent`, limited to MEMORY_BYTES (no swap) and TASKS."""
-    child = parent / f"tito-{os.getpid()}-{next(_count)}"
-    if version == 2:
-        limits = {"memory.max": MEMORY_BYTES, "memory.swap.max": 0, "pids.max": TASKS}
-    else:
-        limits = {
-            "memory.limit_in_bytes": MEMORY_BYTES,
-            "memory.memsw.limit_in_bytes": MEMORY_BYTES,
-        }
-    try:
-        child.mkdir()
-        for name, value in limits.items():
-            if (child / name).exists():
-                (child / name).write_text(str(value))
-        main = "memory.max" if version == 2 else "memory.limit_in_bytes"
-        if int((child / main).read_text().split()[0]) > MEMORY_BYTES:
-            raise OSError("the memory limit did not hold")
-    except OSError:
-        _remove_cgroup(child)
-        return None
-    return child
-
-
-def _remove_cgroup(child: Path) -> None:
-    if (child / "cgroup.kill").exists():
-        try:
-            (child / "cgroup.kill").write_text("1")
-        except OSError:
-            pass
-    deadline = time.monotonic() + 2
-    while child.exists():
-        try:
-            child.rmdir()
-        except OSError:
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.02)
-
-
-@functools.cache
-def _systemd_run() -> list[str]:
-    """systemd-run's prefix that runs a command in a transient scope with the sandbox's memory
-    and task limits, when the user's (or, as root, the system's) manager answers; else []."""
-    binary = shutil.which("systemd-run")
-    if binary is None:
-        return []
-    prefix = [binary, *([] if _drops_root() else ["--user"]), "--scope", "--quiet", "--collect"]
-    prefix += ["-p", f"MemoryMax={MEMORY_BYTES}", "-p", "MemorySwapMax=0"]
-    prefix += ["-p", f"TasksMax={TASKS}", "--"]
-    try:
-        done = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return prefix if done.returncode == 0 else []
-
-
-@functools.cache
-def _cgroup_parent() -> tuple[Path, int] | None:
-    """Where sandbox cgroups are made: $TITO_CGROUP (a cgroup folder delegated to tito), else
-    this process's own cgroup when memory can be limited below it, v2 first, then v1."""
-    named = os.environ.get("TITO_CGROUP")
-    candidates = [Path(named)] if named else [_own_cgroup(2), _own_cgroup(1)]
-    for folder in candidates:
-        version = _delegated(folder) if folder else None
-        if version and _cgroup_works(folder, version):
-            return folder, version
-    return None
-
-
-def _cgroup_works(parent: Path, version: int) -> bool:
-    child = _make_cgroup(parent, version)
-    if child is None:
-        return False
-    try:
-        done = subprocess.run(_launch(["/bin/true"], child), capture_output=True, timeout=10)
-        return done.returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    finally:
-        _remove_cgroup(child)
-
-
-def memory_cap() -> str:
-    """How the memory of a whole sandbox is capped here, in words."""
-    mib = MEMORY_BYTES // 2**20
-    found = _cgroup_parent()
-    if found and (found[1] == 2 or not _systemd_run()):
-        return f"cgroup v{found[1]} under {found[0]} ({mib} MiB, no swap)"
-    if _systemd_run():
-        return f"systemd scope ({mib} MiB, no swap, {TASKS} tasks)"
-    return (
-        "no cgroup here: each process's address space is limited, and the sandbox's only "
-        f"writable file systems hold {(TMP_BYTES + SHM_BYTES) // 2**20} MiB"
-    )
-
-
-def _memory_prefix() -> tuple[list[str], Path | None]:
-    """(command prefix, cgroup folder to join) for one sandbox."""
-    found = _cgroup_parent()
-    if found and found[1] == 2:
-        return [], _make_cgroup(*found)
-    if _systemd_run():
-        return _systemd_run(), None
-    if found:
-        return [], _make_cgroup(*found)
-    return [], None
-
-
 # --- running -----------------------------------------------------------------------------------
 
 
@@ -467,7 +311,7 @@ def run_python(
         if _drops_root():
             _let_nobody_read(folder)
         env, cwd = dict(ENV), None
-        prefix, cgroup = _memory_prefix()
+        prefix, cgroup = cgroups.memory_prefix()
     status_read, status_write = os.pipe()
     if not unsafe:  # bubblewrap writes the host pid of the sandbox's first process there
         args, binds = _args(folder)
@@ -505,7 +349,7 @@ def run_python(
             text = output.read(OUTPUT_BYTES).decode("utf-8", errors="replace")
     finally:
         if cgroup is not None:
-            _remove_cgroup(cgroup)
+            cgroups.remove(cgroup)
     return Finished(text, None if stopped else proc.returncode, seconds, stopped)
 
 
@@ -548,3 +392,8 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def memory_cap() -> str:
+    """How the memory of a whole sandbox is capped here, in words."""
+    return cgroups.memory_cap()
