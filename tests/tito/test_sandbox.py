@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import socket
+import subprocess
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -286,3 +290,99 @@ def test_no_descriptor_or_process_of_the_host_is_reachable(tmp_path):
     pids = eval(re.search(r"^pids (.*)$", done.output, re.M)[1])  # a printed list of strings
     assert all(int(p) < 10 for p in pids), pids
     assert "host False" in done.output or os.getpid() < 10
+
+
+# What an ordinary user's sandbox must hold, checked in one script (see the test below).
+AS_A_USER = """
+import json, os, socket, sys
+sys.path[:0] = [REPO, SITE]
+from pathlib import Path
+from tito import sandbox
+sandbox.bwrap = lambda: Path(BWRAP)
+folder = Path(FOLDER)
+(folder / "script.py").write_text(CODE)
+done = sandbox.run_python("script.py", folder, "", 30)
+print(json.dumps({"uid": os.getuid(), "output": done.output, "cap": sandbox.memory_cap()}))
+"""
+ATTACK = """
+import os, socket
+for name in ("printk_ratelimit", "core_pattern"):
+    path = "/proc/sys/kernel/" + name
+    try:
+        with open(path, "w") as f:
+            f.write(open(path).read())
+        print(name, "written")
+    except OSError:
+        print(name, "refused")
+try:
+    with open("/dev/shm/fill", "wb") as f:
+        for _ in range(2500):
+            f.write(bytes(2**20))
+    print("shm held 2.5 GB")
+except OSError:
+    print("shm full at", os.path.getsize("/dev/shm/fill") // 2**20, "MiB")
+print("fds", sorted(os.listdir("/proc/self/fd")))
+print("pids", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=2)
+    print("connected")
+except OSError:
+    print("no network")
+for name in ("nbgrader", "tito", "tinytorch"):
+    try:
+        __import__(name)
+        print(name, "imported")
+    except ImportError:
+        print(name, "missing")
+"""
+
+
+def test_an_ordinary_users_sandbox_holds_the_same(tmp_path):
+    """The same attacks from a sandbox started by an ordinary user (nobody, through the
+    system's Python, with numpy and bubblewrap copied where that user can read them): as root
+    these tests check the root path, and this one the path every other grader takes."""
+    import numpy
+
+    if os.geteuid() != 0:  # the suite runs as an ordinary user: every test above is this one
+        assert sandbox.unavailable() is None
+        return
+    system_python = Path("/usr/bin/python3")
+    shared = Path(tempfile.mkdtemp(prefix="tito-user-test-"))
+    try:
+        site = shared / "site"
+        for name in ("numpy", "numpy.libs"):
+            found = Path(numpy.__file__).resolve().parent.parent / name
+            if found.is_dir():
+                shutil.copytree(found, site / name)
+        folder = shared / "grade"
+        folder.mkdir()
+        bwrap = sandbox._runnable(sandbox.bwrap())
+        for path in [shared, *shared.rglob("*")]:
+            os.chown(path, sandbox.NOBODY, sandbox.NOBODY)
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(1)
+            port = listener.getsockname()[1]
+            script = AS_A_USER.replace("REPO", repr(str(paths.root())))
+            script = script.replace("BWRAP", repr(str(bwrap))).replace("FOLDER", repr(str(folder)))
+            script = script.replace("SITE", repr(str(site)))
+            script = script.replace("CODE", repr(ATTACK.replace("PORT", str(port))))
+            done = subprocess.run(
+                ["setpriv", f"--reuid={sandbox.NOBODY}", f"--regid={sandbox.NOBODY}",
+                 "--clear-groups", str(system_python), "-I", "-c", script],
+                capture_output=True, text=True, timeout=120, cwd=shared,
+                env={"PATH": "/usr/bin:/bin"},
+            )  # fmt: skip
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    output = result["output"]
+    assert result["uid"] == sandbox.NOBODY
+    assert "printk_ratelimit refused" in output and "core_pattern refused" in output, output
+    assert "shm full at 8 MiB" in output
+    assert "fds ['0', '1', '2', '3']" in output
+    assert max(eval(re.search(r"^pids (.*)$", output, re.M)[1])) < 10
+    assert "no network" in output
+    for name in ("nbgrader", "tito", "tinytorch"):
+        assert f"{name} missing" in output
