@@ -50,11 +50,12 @@ def _shape_hint(yours: np.ndarray, expected: np.ndarray) -> str:
     return "a broadcasting slip: two arrays of different shapes were combined along the wrong axes"
 
 
-def _factor_hint(k: float) -> str:
-    """A constant factor, named when it is a square root or a count."""
+def _factor_hint(k: float, scores: bool = False) -> str:
+    """A constant factor, named when it is a square root or a count (for softmax scores, a
+    square root first: that is the scale attention divides by)."""
     for value, words in ((k, "larger"), (1 / k, "smaller")):
         whole = round(value)
-        if whole >= 2 and math.isclose(value, whole, rel_tol=1e-4):
+        if not scores and whole >= 2 and math.isclose(value, whole, rel_tol=1e-4):
             return (
                 f"every value is {whole} times {words} than expected: a sum where a mean belongs "
                 f"(or a mean where a sum does) over {whole} values, or a missing (or doubled) "
@@ -70,6 +71,27 @@ def _factor_hint(k: float) -> str:
     if math.isclose(k, -1.0, rel_tol=1e-4):
         return "yours is the expected value with its sign flipped: a sign slip"
     return f"every value is {_fmt(k)} times the expected one: a missing or wrong constant factor"
+
+
+def _softmax_temperature(yours: np.ndarray, expected: np.ndarray) -> float | None:
+    """When both are softmax rows (last axis), the factor k with yours = softmax(k * scores) of
+    the scores behind `expected`; None when they are not, or no single factor explains them."""
+    if yours.ndim < 1 or yours.shape[-1] < 2 or (yours < 0).any() or (expected < 0).any():
+        return None
+    if not (
+        np.allclose(yours.sum(-1), 1, atol=1e-4) and np.allclose(expected.sum(-1), 1, atol=1e-4)
+    ):
+        return None
+    both = (yours > 1e-12) & (expected > 1e-12)
+    with np.errstate(divide="ignore"):
+        ly, le = np.log(np.where(both, yours, 1.0)), np.log(np.where(both, expected, 1.0))
+    count = np.maximum(both.sum(-1, keepdims=True), 1)
+    ly = np.where(both, ly - (ly * both).sum(-1, keepdims=True) / count, 0.0)
+    le = np.where(both, le - (le * both).sum(-1, keepdims=True) / count, 0.0)
+    if float(np.abs(le).max()) < 1e-6:
+        return None
+    k = float((ly * le).sum() / (le * le).sum())
+    return k if np.allclose(ly, k * le, rtol=1e-3, atol=1e-4) else None
 
 
 def _constant_along(diff: np.ndarray, rtol: float, atol: float) -> list[int]:
@@ -112,6 +134,11 @@ def _value_hint(yours: np.ndarray, expected: np.ndarray, rtol: float, atol: floa
         return "yours is the expected value with its sign flipped: a sign slip"
     if np.allclose(yours, 0, atol=atol) and not np.allclose(expected, 0, atol=atol):
         return "yours is all zeros: this step is not computed (or its result is not returned)"
+    k = _softmax_temperature(yours, expected)
+    if k is not None:
+        return "these softmax rows come from scores that are off by a factor: " + _factor_hint(
+            k, scores=True
+        )
     scale = np.abs(expected) > 1e-6 * max(np.abs(expected).max(), 1e-30)
     if scale.any():
         ratios = yours[scale] / expected[scale]
