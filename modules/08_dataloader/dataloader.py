@@ -289,7 +289,7 @@ class LanguageModelDataset(Dataset):
 # `DigitsDataset(split)` is a `TensorDataset` over one side of the split; `flatten=True` gives
 # rows of 64 pixels for a multi-layer perceptron.
 
-# %% nbgrader={"grade": false, "grade_id": "digits", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade": false, "grade_id": "digits-path", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export
 DIGITS_TEST_SIZE, DIGITS_SPLIT_SEED = 360, 1998
 
@@ -299,6 +299,10 @@ def digits_path() -> Path:
     import tinytorch
 
     return Path(tinytorch.__file__).resolve().parents[1] / "data" / "digits.csv.gz"
+
+
+# %% nbgrader={"grade": false, "grade_id": "digits", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
 
 
 def load_digits(path=None) -> tuple[np.ndarray, np.ndarray]:

@@ -23,6 +23,8 @@ def project(tmp_path, monkeypatch):
     for name in ("01_tensor", "05_autograd"):
         shutil.copytree(PACKAGE_ROOT / "tests" / name, root / "tests" / name, ignore=ignore)
     shutil.copy2(PACKAGE_ROOT / "pyproject.toml", root / "pyproject.toml")
+    (root / "data").mkdir()  # the committed data file: module 08's digits
+    shutil.copy2(PACKAGE_ROOT / "data" / "digits.csv.gz", root / "data" / "digits.csv.gz")
     monkeypatch.setenv("TITO_ROOT", str(root))
     monkeypatch.setenv("TITO_DEBUG", "0")  # and restored after the test, which --debug changes
     return root
