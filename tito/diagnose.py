@@ -120,7 +120,10 @@ class Cells:
 
     def place(self, spots) -> str:
         """The innermost of [[label, line], ...] that is in one of the student's cells."""
-        for label, line in spots or []:
+        for spot in spots or []:
+            if not spot:
+                continue
+            label, line = spot
             if label in self.solutions:
                 number, lines = self.solutions[label]
                 text = lines[line - 1].strip() if 0 < line <= len(lines) else ""

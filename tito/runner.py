@@ -139,6 +139,9 @@ def run_tests(
     if package_parent is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(package_parent), env.get("PYTHONPATH", "")])
         env["TINYTORCH_EXPECT"] = str(package)
+        shared = Path(package_parent) / "data"
+        if not shared.exists() and (root / "data").is_dir():
+            shared.symlink_to(root / "data")  # the shipped data, beside the staged package
     # the plugin lives in tito: make sure the child imports this very copy of it
     env["PYTHONPATH"] = os.pathsep.join([env.get("PYTHONPATH", ""), str(paths.PACKAGE_ROOT)])
     run = TestRun(limit=limit)

@@ -529,6 +529,7 @@ print(caches[0], cache_bytes(caches), kv_cache_bytes(2, 2, 4, 3, 8))
 # %% nbgrader={"grade": false, "grade_id": "test-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
 from tinytorch.checks import graded
 from tinytorch.core.attention import MultiHeadAttention
+from tinytorch.core.transformer import GPT
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-cache", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}

@@ -29,14 +29,22 @@ def test_a_module_can_be_named_by_the_path_a_shell_completed(key):
 def test_shell_completion_offers_module_numbers_and_names():
     from tito.catalog import complete_key
 
-    assert complete_key("t") == ["tensor", "training", "tokenization", "transformers"]
-    assert complete_key("1") == ["10", "11", "12", "13"]
+    from tito.catalog import MODULES
+
+    assert complete_key("t") == [m.slug for m in MODULES if m.slug.startswith("t")]
+    assert "tensor" in complete_key("t") and "transformers" in complete_key("tr")
+    assert complete_key("1") == [f"{m.number:02d}" for m in MODULES if m.number >= 10 and m.number < 20]
+    assert "13" in complete_key("1") and complete_key("x") == []
 
 
 def test_a_reserved_module_number_says_it_is_not_in_the_course_yet(project, cli):
-    result = cli("module", "open", "9")
+    from tito.catalog import RESERVED
+
+    number = min(RESERVED)  # when every planned module has landed, this test goes
+    result = cli("module", "open", str(number))
     assert result.exit_code == 1
-    assert "module 09 (convolutions) is not part of this course yet" in result.stderr
+    said = f"module {number:02d} ({RESERVED[number]}) is not part of this course yet"
+    assert said in result.stderr
 
 
 def test_a_misspelt_command_gets_a_suggestion(cli):

@@ -16,9 +16,12 @@ def quick_start() -> list[str]:
 
 
 def dry_run(*args, **env) -> str:
-    environment = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHON")}
+    # Run as a make of its own: not inside an outer `make test` (whose MAKEFLAGS would print
+    # "Entering directory" lines), not with the caller's venv.
+    outer = ("VIRTUAL_ENV", "PYTHON", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+    environment = {k: v for k, v in os.environ.items() if k not in outer}
     done = subprocess.run(
-        ["make", "-n", *args],
+        ["make", "--no-print-directory", "-n", *args],
         cwd=PACKAGE_ROOT,
         env={**environment, **env},
         capture_output=True,
