@@ -159,8 +159,29 @@ def diagnose(module: CourseModule, notebook: Path | None = None, seed: int = SEE
         with tempfile.TemporaryDirectory(prefix="tito-reference-") as folder:
             stage_reference(module, Path(folder))
             reference = trace(_cells(ref_program), checks, [folder], seed)
-    student = trace(_cells(theirs), checks, [str(paths.root())], seed)
+    with tempfile.TemporaryDirectory(prefix="tito-yours-") as folder:
+        _stage_own(module, Path(folder))
+        student = trace(_cells(theirs), checks, [folder], seed)
     return explain(module, student, cells, reference)
+
+
+def _stage_own(module: CourseModule, into: Path) -> None:
+    """The student's package as the reference side is staged: the modules `module` requires
+    (their code, as their package holds it) and the given files, nothing later in the course."""
+    import shutil
+
+    from tito.catalog import GIVEN
+    from tito.scoring import requirement_closure
+
+    source = paths.root() / "tinytorch"
+    files = [*source.rglob("__init__.py"), *(source.parent / name for name in GIVEN)]
+    for required in requirement_closure(module):
+        files += [paths.root() / rel for rel in required.package_files()]
+    for path in files:
+        if path.is_file():
+            target = into / "tinytorch" / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
 
 
 def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout: float = 120.0,
