@@ -27,13 +27,12 @@ def test_a_module_can_be_named_by_the_path_a_shell_completed(key):
 
 
 def test_shell_completion_offers_module_numbers_and_names():
-    from tito.catalog import complete_key
-
-    from tito.catalog import MODULES
+    from tito.catalog import MODULES, complete_key
 
     assert complete_key("t") == [m.slug for m in MODULES if m.slug.startswith("t")]
     assert "tensor" in complete_key("t") and "transformers" in complete_key("tr")
-    assert complete_key("1") == [f"{m.number:02d}" for m in MODULES if m.number >= 10 and m.number < 20]
+    teens = [f"{m.number:02d}" for m in MODULES if 10 <= m.number < 20]
+    assert complete_key("1") == teens
     assert "13" in complete_key("1") and complete_key("x") == []
 
 
