@@ -79,5 +79,7 @@ _HOMES = {
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy_names(
-    "tinytorch", _HOMES, ("accel", "core", "data", "memo", "models", "nn", "optim", "profile", "text")
+    "tinytorch",
+    _HOMES,
+    ("accel", "core", "data", "memo", "models", "nn", "optim", "profile", "text"),
 )

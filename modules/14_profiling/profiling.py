@@ -111,7 +111,9 @@ def matmul_flops(a_shape, b_shape) -> int:
     """FLOPs of `a @ b` for arrays of these shapes: 2 x batch x M x K x N."""
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
     if not a_shape or not b_shape:
-        raise ShapeError(f"matmul_flops needs shapes with at least one axis, got {a_shape}, {b_shape}")
+        raise ShapeError(
+            f"matmul_flops needs shapes with at least one axis, got {a_shape}, {b_shape}"
+        )
     ### BEGIN SOLUTION
     a2 = (1, *a_shape) if len(a_shape) == 1 else a_shape  # (..., M, K)
     b2 = (*b_shape, 1) if len(b_shape) == 1 else b_shape  # (..., K, N)
@@ -219,7 +221,9 @@ def forward_flops(op: str, in_shapes: list, out_shape, kwargs: dict | None = Non
     return 0, other_flops(op, in_shapes, out_shape)
 
 
-def backward_flops(op: str, in_shapes: list, out_shape, needed, kwargs: dict | None = None) -> tuple:
+def backward_flops(
+    op: str, in_shapes: list, out_shape, needed, kwargs: dict | None = None
+) -> tuple:
     """(matmul, other) FLOPs of one backward; `needed[i]`: was input i's gradient computed."""
     kwargs = kwargs or {}
     in_shapes, needed = [tuple(s) for s in in_shapes], [bool(x) for x in needed]
@@ -450,6 +454,7 @@ class Profiler(Listener):
 #
 # (Module 19 goes further: bootstrap intervals and a process per candidate.)
 
+
 # %% nbgrader={"grade": false, "grade_id": "latency-type", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export profile.profiler
 @dataclass(frozen=True)
@@ -576,6 +581,7 @@ def matmul_share(rows: list[OpRow]) -> float:
 # generation uses its KV cache (one new position per step); before it, every step recomputes the
 # whole context.
 
+
 # %% nbgrader={"grade": false, "grade_id": "runs", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export profile.profiler
 @dataclass
@@ -604,7 +610,9 @@ def _traced_peak(fn) -> int:
             tracemalloc.stop()
 
 
-def profile_step(model, tokens, targets, optimizer=None, warmup: int = 1, repeats: int = 3) -> Profile:
+def profile_step(
+    model, tokens, targets, optimizer=None, warmup: int = 1, repeats: int = 3
+) -> Profile:
     """`repeats` training steps under the profiler, after `warmup` untimed ones."""
     targets = np.asarray(targets)
 
@@ -695,7 +703,11 @@ def operation_table(rows, rates: dict | None = None, top: int | None = None) -> 
     for r in rows[:top] if top else rows:
         name = r.op if not r.phase else f"{r.op} {PHASES[r.phase]}"
         line = f"{name:<28}{r.calls:>6}{r.seconds * 1e3:>9.2f}{r.share:>7.1%}"
-        rate = f"{r.gflops:>9.2f}" if r.kind != "outside" and r.other_flops is not None else f"{'-':>9}"
+        rate = (
+            f"{r.gflops:>9.2f}"
+            if r.kind != "outside" and r.other_flops is not None
+            else f"{'-':>9}"
+        )
         line += f"{_flops(r.flops if r.other_flops is not None else None):>11}{rate}"
         if rates:
             roof = r.gflops / rates["matmul_gflops"] if r.kind != "outside" else None
@@ -733,7 +745,9 @@ def plot_roofline(rows, rates: dict, title: str = "roofline"):
     axes = figure.subplots()
     peak, bandwidth = rates["matmul_gflops"], rates["copy_gbytes"]
     x = np.logspace(-2, 3, 200)
-    axes.loglog(x, np.minimum(peak, bandwidth * x), "k-", label="roof: min(matmul rate, bandwidth x I)")
+    axes.loglog(
+        x, np.minimum(peak, bandwidth * x), "k-", label="roof: min(matmul rate, bandwidth x I)"
+    )
     for r in points:
         axes.loglog(r.intensity, r.gflops, "o", color=COLOURS[r.kind])
         axes.annotate(f"{r.op} {PHASES[r.phase]}", (r.intensity, r.gflops), fontsize=7)
@@ -787,7 +801,9 @@ print(parameter_counts(gpt, depth=2))
 
 # %%
 rates = machine_rates()
-print(f"this machine: {rates['matmul_gflops']:.1f} GFLOP/s matmul, {rates['copy_gbytes']:.1f} GB/s copy")
+print(
+    f"this machine: {rates['matmul_gflops']:.1f} GFLOP/s matmul, {rates['copy_gbytes']:.1f} GB/s copy"
+)
 data_rng = np.random.default_rng(0)
 x = data_rng.integers(0, config.vocab_size, size=(batch, config.max_seq_len))
 y = data_rng.integers(0, config.vocab_size, size=(batch, config.max_seq_len))
@@ -798,7 +814,9 @@ counted = totals["matmul_flops"] // step.repeats
 analytic = gpt_step_flops(config, batch, config.max_seq_len)
 print(f"matmul FLOPs of one step: counted {counted:,}, analytic {analytic['total']:,}")
 rate = (totals["matmul_flops"] + totals["other_flops"]) / step.wall_seconds / 1e9
-print(f"whole step: {rate:.2f} GFLOP/s achieved, {rate / rates['matmul_gflops']:.0%} of the matmul roof")
+print(
+    f"whole step: {rate:.2f} GFLOP/s achieved, {rate / rates['matmul_gflops']:.0%} of the matmul roof"
+)
 print(f"activations kept {step.profiler.peak_bytes / 1e6:.1f} MB; "
       f"traced peak of the step {step.traced_peak_bytes / 1e6:.1f} MB")  # fmt: skip
 print({k: f"{v / 1e6:.2f} MB" for k, v in list(step.profiler.kept_by_layer().items())[:8]})
@@ -871,7 +889,9 @@ def test_parameter_counts(rng):
     assert sum(top.values()) == sum(blocks.values()) == count_parameters(model)
     assert sum(top.values()) == estimate_parameters(model.config)["exact"]
     assert list(top)[:3] == ["token_embedding", "position_embedding", "blocks"]
-    assert "blocks.0" in blocks and "ln_f" in blocks and blocks["ln_f"] == 2 * model.config.embed_dim
+    assert (
+        "blocks.0" in blocks and "ln_f" in blocks and blocks["ln_f"] == 2 * model.config.embed_dim
+    )
     return {"top": list(top.values()), "blocks": list(blocks.values())}
 
 
@@ -905,7 +925,10 @@ def test_linear_and_attention_flops(rng):
         layer(x).sum().backward()
     linear = [e for e in profiler.events if e.op == "LinearFunction"]
     assert [e.phase for e in linear] == ["forward", "backward"]
-    assert linear[0].matmul_flops == 2 * 2 * rows * k * n and linear[1].matmul_flops == 2 * linear[0].matmul_flops
+    assert (
+        linear[0].matmul_flops == 2 * 2 * rows * k * n
+        and linear[1].matmul_flops == 2 * linear[0].matmul_flops
+    )
     assert profiler.stack == [] and linear[0].layer == "model" and profiler.live_bytes == 0
     b, tq, tk, d = (int(v) for v in rng.integers(1, 6, size=4))
     shapes = [(b, 2, tq, d), (b, 2, tk, d), (b, 2, tk, d + 1)]

@@ -15,8 +15,18 @@ _HOMES = {
         "tinytorch.profile.flops",
     ),
     **dict.fromkeys(
-        ("Event", "Profiler", "Latency", "latency", "OpRow", "by_operation", "matmul_share",
-         "Profile", "profile_step", "profile_generation"),
+        (
+            "Event",
+            "Profiler",
+            "Latency",
+            "latency",
+            "OpRow",
+            "by_operation",
+            "matmul_share",
+            "Profile",
+            "profile_step",
+            "profile_generation",
+        ),
         "tinytorch.profile.profiler",
     ),
     **dict.fromkeys(

@@ -34,7 +34,9 @@ def matmul_flops(a_shape, b_shape) -> int:
     """FLOPs of `a @ b` for arrays of these shapes: 2 x batch x M x K x N."""
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
     if not a_shape or not b_shape:
-        raise ShapeError(f"matmul_flops needs shapes with at least one axis, got {a_shape}, {b_shape}")
+        raise ShapeError(
+            f"matmul_flops needs shapes with at least one axis, got {a_shape}, {b_shape}"
+        )
     a2 = (1, *a_shape) if len(a_shape) == 1 else a_shape  # (..., M, K)
     b2 = (*b_shape, 1) if len(b_shape) == 1 else b_shape  # (..., K, N)
     if a2[-1] != b2[-2]:
@@ -104,7 +106,9 @@ def forward_flops(op: str, in_shapes: list, out_shape, kwargs: dict | None = Non
     return 0, other_flops(op, in_shapes, out_shape)
 
 
-def backward_flops(op: str, in_shapes: list, out_shape, needed, kwargs: dict | None = None) -> tuple:
+def backward_flops(
+    op: str, in_shapes: list, out_shape, needed, kwargs: dict | None = None
+) -> tuple:
     """(matmul, other) FLOPs of one backward; `needed[i]`: was input i's gradient computed."""
     kwargs = kwargs or {}
     in_shapes, needed = [tuple(s) for s in in_shapes], [bool(x) for x in needed]

@@ -232,7 +232,9 @@ def _traced_peak(fn) -> int:
             tracemalloc.stop()
 
 
-def profile_step(model, tokens, targets, optimizer=None, warmup: int = 1, repeats: int = 3) -> Profile:
+def profile_step(
+    model, tokens, targets, optimizer=None, warmup: int = 1, repeats: int = 3
+) -> Profile:
     """`repeats` training steps under the profiler, after `warmup` untimed ones."""
     targets = np.asarray(targets)
 

@@ -41,7 +41,11 @@ def operation_table(rows, rates: dict | None = None, top: int | None = None) -> 
     for r in rows[:top] if top else rows:
         name = r.op if not r.phase else f"{r.op} {PHASES[r.phase]}"
         line = f"{name:<28}{r.calls:>6}{r.seconds * 1e3:>9.2f}{r.share:>7.1%}"
-        rate = f"{r.gflops:>9.2f}" if r.kind != "outside" and r.other_flops is not None else f"{'-':>9}"
+        rate = (
+            f"{r.gflops:>9.2f}"
+            if r.kind != "outside" and r.other_flops is not None
+            else f"{'-':>9}"
+        )
         line += f"{_flops(r.flops if r.other_flops is not None else None):>11}{rate}"
         if rates:
             roof = r.gflops / rates["matmul_gflops"] if r.kind != "outside" else None
@@ -79,7 +83,9 @@ def plot_roofline(rows, rates: dict, title: str = "roofline"):
     axes = figure.subplots()
     peak, bandwidth = rates["matmul_gflops"], rates["copy_gbytes"]
     x = np.logspace(-2, 3, 200)
-    axes.loglog(x, np.minimum(peak, bandwidth * x), "k-", label="roof: min(matmul rate, bandwidth x I)")
+    axes.loglog(
+        x, np.minimum(peak, bandwidth * x), "k-", label="roof: min(matmul rate, bandwidth x I)"
+    )
     for r in points:
         axes.loglog(r.intensity, r.gflops, "o", color=COLOURS[r.kind])
         axes.annotate(f"{r.op} {PHASES[r.phase]}", (r.intensity, r.gflops), fontsize=7)
