@@ -162,6 +162,10 @@ def test_an_operation_without_a_rule_is_marked_unknown_not_free():
     assert forward_flops("SomeNewKernel", [(3, 4)], (3, 4)) == (0, None)
     assert backward_flops("SomeNewKernel", [(3, 4)], (3, 4), [True]) == (0, None)
     assert forward_flops("Permute", [(3, 4)], (4, 3)) == (0, 0)
+    packed = [(2, 5, 8), (8, 8), (8, 8), (8,), (8,)]
+    fused = forward_flops("QKVProjection", packed, (2, 2, 2, 5, 4), {"has_bias": True})
+    assert fused == forward_flops("HeadProjection", packed, (2, 2, 2, 5, 4), {"has_bias": True})
+    assert fused == (2 * 2 * 10 * 8 * 8, 2 * 10 * 8)
     assert forward_flops("GELUFunction", [(3, 4)], (3, 4)) == (0, 8 * 12)
 
 

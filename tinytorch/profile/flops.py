@@ -56,7 +56,11 @@ ELEMENTWISE = {"Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Neg": 1, "Pow": 1, "Exp"
 REDUCTIONS = {"Sum": 1, "Mean": 1, "Max": 1, "CrossEntropyFunction": 5, "MSEFunction": 3}
 # moving data, no arithmetic
 FREE = {"Reshape", "Permute", "GetItem", "EmbeddingLookup"}
-MATMUL_OPS = ("MatMul", "LinearFunction", "HeadProjection", "Attention")
+MATMUL_OPS = ("MatMul", "LinearFunction", "HeadProjection", "Attention", "QKVProjection",
+              "FusedAttention")  # fmt: skip
+# module 18's fused kernels do the arithmetic of the lessons they replace
+SAME_AS = {"QKVProjection": "HeadProjection", "FusedAttention": "Attention",
+           "FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction"}  # fmt: skip
 SOFTMAX = 5  # max, subtract, exp, sum, scale: per score
 
 
@@ -87,7 +91,7 @@ def _attention(in_shapes):
 
 def forward_flops(op: str, in_shapes: list, out_shape, kwargs: dict | None = None) -> tuple:
     """(matmul, other) FLOPs of one forward of the operation named `op` (its class name)."""
-    kwargs = kwargs or {}
+    op, kwargs = SAME_AS.get(op, op), kwargs or {}
     in_shapes = [tuple(s) for s in in_shapes]
     if op == "MatMul":
         return matmul_flops(in_shapes[0], in_shapes[1]), 0
@@ -110,7 +114,7 @@ def backward_flops(
     op: str, in_shapes: list, out_shape, needed, kwargs: dict | None = None
 ) -> tuple:
     """(matmul, other) FLOPs of one backward; `needed[i]`: was input i's gradient computed."""
-    kwargs = kwargs or {}
+    op, kwargs = SAME_AS.get(op, op), kwargs or {}
     in_shapes, needed = [tuple(s) for s in in_shapes], [bool(x) for x in needed]
     if op == "MatMul":
         return sum(needed[:2]) * matmul_flops(in_shapes[0], in_shapes[1]), 0
@@ -151,5 +155,5 @@ def gpt_step_flops(config, batch: int, seq_len: int) -> dict[str, int]:
 
 
 __all__ = ["parameter_counts", "matmul_flops", "ELEMENTWISE", "REDUCTIONS", "FREE",
-    "MATMUL_OPS", "SOFTMAX", "other_flops", "forward_flops", "backward_flops",
-    "gpt_step_flops"]  # fmt: skip
+    "MATMUL_OPS", "SAME_AS", "SOFTMAX", "other_flops", "forward_flops",
+    "backward_flops", "gpt_step_flops"]  # fmt: skip
