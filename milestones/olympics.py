@@ -84,7 +84,8 @@ def read_manifest(folder: Path) -> dict:
         )
     for t in transforms:
         transform(t)  # an unknown one fails here, before anything is measured
-    return {"name": name, "transforms": [str(t) for t in transforms]}
+    kept = {"name": name, "transforms": [str(t) for t in transforms]}
+    return {**kept, "train": manifest["train"]} if "train" in manifest else kept
 
 
 def _accelerate(model, _):
@@ -222,30 +223,48 @@ def checkpoint_digest(folder: Path) -> str:
     return hashlib.sha256((Path(folder) / CHECKPOINT).read_bytes()).hexdigest()
 
 
-def run_event(event_name: str, folder: Path, data_dir: Path | None, repeats: int = 5) -> dict:
-    """Measure the baseline and the entry, judge the entry by module 20's rules: one record."""
+QUALITY_FOLDER = "olympics-quality"  # inside the entry's folder: the two models trained
+
+
+def run_event(event_name: str, folder: Path, data_dir: Path | None, repeats: int = 5,
+              budget: float = 60.0) -> dict:  # fmt: skip
+    """Measure the baseline and the entry, judge the entry by module 20's rules: one record.
+
+    Speed, size and all-around measure the trained run in `folder` with and without the
+    manifest's transformations. Quality trains two models under the same CPU-second `budget`,
+    the default settings (the baseline) and the manifest's "train" choices, and measures both."""
+    from dataclasses import replace
+
+    from milestones import budget as clock
     from tinytorch.bench.harness import environment
     from tinytorch.olympics.rules import event, score, violation
 
     rules = event(event_name)
-    if rules.trained_within_budget:
-        raise MilestoneError(
-            "the quality event trains its model under the tool's clock, not from a run folder",
-            hint="enter speed, size or all-around with a trained run",
-        )
     manifest = read_manifest(folder)
-    baseline = measure(folder, [], data_dir, repeats)
-    entry = measure(folder, manifest["transforms"], data_dir, repeats)
+    measured = Path(folder)
+    if rules.trained_within_budget:
+        job = clock.settings(manifest)
+        work = Path(folder) / QUALITY_FOLDER
+        base_cpu = clock.train(clock.settings({}), [], work / "baseline", budget, data_dir)
+        entry_cpu = clock.train(job, manifest["transforms"], work / "entry", budget, data_dir)
+        baseline = replace(measure(work / "baseline", [], data_dir, repeats),
+                           train_cpu_seconds=base_cpu)  # fmt: skip
+        measured = work / "entry"
+        entry = replace(measure(measured, manifest["transforms"], data_dir, repeats),
+                        train_cpu_seconds=entry_cpu)  # fmt: skip
+    else:
+        baseline = measure(folder, [], data_dir, repeats)
+        entry = measure(folder, manifest["transforms"], data_dir, repeats)
     return {
         "event": rules.name,
         "name": manifest["name"],
-        "run": str(Path(folder).resolve()),
-        "checkpoint_sha256": checkpoint_digest(folder),
+        "run": str(measured.resolve()),
+        "checkpoint_sha256": checkpoint_digest(measured),
         "transforms": manifest["transforms"],
         "measured": asdict(entry),
         "baseline": asdict(baseline),
-        "violation": violation(rules, entry, baseline),
-        "score": score(rules, entry, baseline),
+        "violation": violation(rules, entry, baseline, budget),
+        "score": score(rules, entry, baseline, budget),
         "environment": environment(),
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -160,3 +160,49 @@ def test_command_errors_are_one_line(trained, project):
     assert "Traceback" not in wrong.output + nowhere.output
     empty = tito("olympics", "leaderboard")
     assert empty.exit_code == 0 and "no results yet" in empty.output
+
+
+def test_training_choices_are_checked():
+    from milestones import budget
+
+    assert budget.settings({}) == budget.DEFAULTS
+    assert budget.settings({"train": {"lr": 0.01}})["lr"] == 0.01
+    for bad, said in (
+        ({"epochs": 3}, "must be an object with some of"),
+        ({"config": "huge"}, "unknown config 'huge'"),
+        ({"lr": 5}, "'train.lr' must be a number from"),
+        ({"batch_size": True}, "'train.batch_size' must be a number"),
+    ):
+        with pytest.raises(MilestoneError, match=said):
+            budget.settings({"train": bad})
+
+
+def test_cpu_time_is_read_from_the_kernel():
+    import os
+
+    from milestones import budget
+
+    first = budget.cpu_seconds(os.getpid())
+    sum(i * i for i in range(2_000_000))
+    assert budget.cpu_seconds(os.getpid()) > first > 0
+
+
+def test_the_quality_event_trains_both_models_within_the_budget(trained):
+    (trained / "olympics.json").write_text(
+        json.dumps(
+            {
+                "name": "ada",
+                "train": {"config": "nano", "lr": 0.01, "batch_size": 8},
+                "train_cpu_seconds": 0.0,
+            }
+        )  # fmt: skip
+    )
+    record = olympics.run_event("quality", trained, None, repeats=1, budget=6.0)
+    assert olympics.valid(record)
+    m, b = Measured(**record["measured"]), Measured(**record["baseline"])
+    assert 0 < m.train_cpu_seconds <= 6.0 and 0 < b.train_cpu_seconds <= 6.0
+    work = trained / olympics.QUALITY_FOLDER
+    assert sorted(p.name for p in (work / "entry").iterdir()) == ["checkpoint.npz"]
+    assert load_run(work / "entry").config.embed_dim == 32  # nano, as the manifest chose
+    assert load_run(work / "baseline").config.embed_dim == 64  # tiny, the default
+    assert record["score"] == score(EVENTS["quality"], m, b, 6.0) > 0
