@@ -152,20 +152,25 @@ def matmul_flops(a_shape, b_shape) -> int:
 # `ds = g vᵀ` once (`2 b Tq Tk Dv`) and then `2 b Tq Tk D` each. `needed` tells which gradients
 # the backward computed: the profiler reads it from the gradients the engine returned.
 #
-# The "other" costs are given below (`ELEMENTWISE`, `REDUCTIONS`, `FREE`); backward "other" is
-# taken as twice the forward's. An operation with no rule is counted as unknown (`None`, shown
+# The "other" costs are given below (`ELEMENTWISE`, `REDUCTIONS`, `FREE`), a forward and a
+# backward cost per element each: `Add`'s backward passes its gradient on unchanged (no FLOPs),
+# `Mul`'s multiplies twice (one product per input). An operation with no rule is counted as unknown (`None`, shown
 # as "-"), never silently as free; module 18's fused kernels count as the lessons they replace
 # (`SAME_AS`). You write the matrix rules in `forward_flops` and `backward_flops`.
 
 
 # %% nbgrader={"grade": false, "grade_id": "rules", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export
-# FLOPs per output element (exp, log, tanh counted as one; GELU's tanh formula as eight)
-ELEMENTWISE = {"Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Neg": 1, "Pow": 1, "Exp": 1, "Log": 1,
-               "ReLUFunction": 1, "SigmoidFunction": 3, "TanhFunction": 1, "GELUFunction": 8,
-               "SoftmaxFunction": 5, "LayerNormFunction": 8, "DropoutFunction": 1}  # fmt: skip
-# FLOPs per input element
-REDUCTIONS = {"Sum": 1, "Mean": 1, "Max": 1, "CrossEntropyFunction": 5, "MSEFunction": 3}
+# (forward, backward) FLOPs per output element; exp, log, tanh count as one, GELU's tanh formula
+# as eight forward and twelve backward
+ELEMENTWISE = {"Add": (1, 0), "Sub": (1, 1), "Mul": (1, 2), "Div": (1, 4), "Neg": (1, 1),
+               "Pow": (1, 3), "Exp": (1, 1), "Log": (1, 1), "ReLUFunction": (1, 1),
+               "SigmoidFunction": (3, 3), "TanhFunction": (1, 3), "GELUFunction": (8, 12),
+               "SoftmaxFunction": (5, 4), "LayerNormFunction": (8, 10),
+               "DropoutFunction": (1, 1)}  # fmt: skip
+# (forward, backward) FLOPs per input element
+REDUCTIONS = {"Sum": (1, 0), "Mean": (1, 1), "Max": (1, 2), "CrossEntropyFunction": (5, 3),
+              "MSEFunction": (3, 3)}  # fmt: skip
 # moving data, no arithmetic
 FREE = {"Reshape", "Permute", "GetItem", "EmbeddingLookup"}
 MATMUL_OPS = ("MatMul", "LinearFunction", "HeadProjection", "Attention", "QKVProjection",
@@ -176,12 +181,13 @@ SAME_AS = {"QKVProjection": "HeadProjection", "FusedAttention": "Attention",
 SOFTMAX = 5  # max, subtract, exp, sum, scale: per score
 
 
-def other_flops(op: str, in_shapes: list, out_shape) -> int:
+def other_flops(op: str, in_shapes: list, out_shape, phase: str = "forward") -> int | None:
     """FLOPs of an operation that is not a matrix multiply; None for one the rules do not know."""
+    column = 0 if phase == "forward" else 1
     if op in ELEMENTWISE:
-        return ELEMENTWISE[op] * _size(out_shape)
+        return ELEMENTWISE[op][column] * _size(out_shape)
     if op in REDUCTIONS:
-        return REDUCTIONS[op] * _size(in_shapes[0])
+        return REDUCTIONS[op][column] * _size(in_shapes[0])
     if op in FREE:
         return 0
     return None
@@ -256,8 +262,7 @@ def backward_flops(
             other = 2 * b * tq * dv + 3 * scores  # rowsum(g * out), subtract, times w, scale
         return matmul, other
     ### END SOLUTION
-    forward = other_flops(op, in_shapes, out_shape)
-    return 0, (None if forward is None else 2 * forward if any(needed) else 0)
+    return 0, other_flops(op, in_shapes, out_shape, "backward") if any(needed) else 0
 
 
 # %% [markdown]
@@ -771,10 +776,18 @@ def plot_roofline(rows, rates: dict, title: str = "roofline"):
 # (`runs/gpt`, or `runs/gpt-quick` from `--quick`, found from this folder upwards), and a small
 # freshly built GPT otherwise. The numbers are this machine's: run them again after module 18 and
 # compare.
+#
+# One condition matters more than any other on a shared machine: **threads**. numpy's BLAS
+# starts one thread per core for every multiply; when other programs already keep the cores
+# busy, those threads wait for each other, and a small multiply can take ten times longer than
+# on one thread. The milestone therefore trains with one BLAS thread per process
+# (`threadpoolctl`), and so do the measurements below; the first cell shows the difference.
 
 # %%
 import json
 from pathlib import Path
+
+from threadpoolctl import threadpool_limits
 
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.training import load_checkpoint
@@ -799,29 +812,42 @@ def trained_gpt():
                tie_weights=True), 16, "a fresh GPT (no milestone run found)"  # fmt: skip
 
 
+def one_thread():
+    return threadpool_limits(1, user_api="blas")
+
+
 gpt, batch, origin = trained_gpt()
 config = gpt.config
 print(f"{origin}: {count_parameters(gpt):,} parameters")
 print(parameter_counts(gpt, depth=2))
-
-# %%
-rates = machine_rates()
-print(
-    f"this machine: {rates['matmul_gflops']:.1f} GFLOP/s matmul, {rates['copy_gbytes']:.1f} GB/s copy"
-)
 data_rng = np.random.default_rng(0)
 x = data_rng.integers(0, config.vocab_size, size=(batch, config.max_seq_len))
 y = data_rng.integers(0, config.vocab_size, size=(batch, config.max_seq_len))
-step = profile_step(gpt, x, y, AdamW(gpt.parameters(), lr=1e-4))
+
+
+def train_step():
+    cross_entropy(gpt(Tensor(x)), y).backward()
+    gpt.zero_grad()
+
+
+threads = latency(train_step, warmup=1, repeats=5)
+with one_thread():
+    single = latency(train_step, warmup=1, repeats=5)
+print(f"one training step: {threads} with numpy's default threads, {single} with one")
+
+# %%
+with one_thread():
+    rates = machine_rates()
+    step = profile_step(gpt, x, y, AdamW(gpt.parameters(), lr=1e-4))
+print(f"one BLAS thread: {rates['matmul_gflops']:.1f} GFLOP/s matmul, "
+      f"{rates['copy_gbytes']:.1f} GB/s copy")  # fmt: skip
 print(operation_table(step.rows, rates, top=14))
 totals = step.profiler.totals()
 counted = totals["matmul_flops"] // step.repeats
 analytic = gpt_step_flops(config, batch, config.max_seq_len)
 print(f"matmul FLOPs of one step: counted {counted:,}, analytic {analytic['total']:,}")
 rate = (totals["matmul_flops"] + totals["other_flops"]) / step.wall_seconds / 1e9
-print(
-    f"whole step: {rate:.2f} GFLOP/s achieved, {rate / rates['matmul_gflops']:.0%} of the matmul roof"
-)
+print(f"whole step: {rate:.2f} GFLOP/s, {rate / rates['matmul_gflops']:.1%} of the matmul roof")
 print(f"activations kept {step.profiler.peak_bytes / 1e6:.1f} MB; "
       f"traced peak of the step {step.traced_peak_bytes / 1e6:.1f} MB")  # fmt: skip
 kept = step.profiler.kept_by_layer().items()  # over every repeat: divide by their number
@@ -833,21 +859,27 @@ plot_roofline(step.rows, rates, "training step")
 
 # %%
 prompt = x[:1, :8]
-generation = profile_generation(gpt, prompt, new_tokens=32)
+with one_thread():
+    generation = profile_generation(gpt, prompt, new_tokens=32)
+    whole = latency(lambda: gpt.generate(prompt, 32, temperature=0), warmup=1, repeats=5)
 print(operation_table(generation.rows, rates, top=10))
-print("one generation:", latency(lambda: gpt.generate(prompt, 32, temperature=0), 1, 5))
+print(f"generating 32 tokens: {whole}, {32 / whole.median:.0f} tokens/s")
 plot_time(generation.rows, "generating 32 tokens")
 
 # %% [markdown]
-# What to look for. In the training step the matrix multiplies carry almost all the FLOPs but
-# rarely all the time: layer norm, GELU, softmax and the loss move as many bytes per FLOP as a
-# copy does, so they sit on the sloped roof, far below the matmul rate. Generation with a cache
-# multiplies one row at a time (`(1, C) @ (C, C)`): tiny multiplies with almost no reuse of the
-# weights, so even the matmuls sit far below the roof, and the Python between operations takes
-# a larger share. With module 17 in your package, its cached attention works on numpy arrays
-# directly, outside the engine's operations: the profiler cannot see it, and its time (with the
-# cache's copies) lands in "(outside operations)". A profiler sees what passes through its hook,
-# and nothing else. Those costs are the targets of module 18.
+# What to look for. In the training step the matrix multiplies carry almost all the FLOPs, and
+# most of the time, but well below the roof: the roof was measured on `512 x 512` matrices, and a
+# small GPT multiplies `(B T, 64) @ (64, 64)`, too thin for the BLAS to reuse what it loads. Layer
+# norm, GELU, softmax and the loss do about one FLOP per byte they move; they sit near the sloped
+# roof, or above it when their arrays fit in the cache (the copy measured main memory). Their
+# share of the time is far larger than their share of the FLOPs.
+#
+# Generation with a cache multiplies one row at a time (`(1, C) @ (C, C)`): tiny multiplies with
+# no reuse of the weights, so even the matmuls sit far below the roof, and the Python between
+# operations takes most of the time. With module 17 in your package, its cached attention works
+# on numpy arrays directly, outside the engine's operations: the profiler cannot see it, and its
+# time (with the cache's copies) lands in "(outside operations)". A profiler sees what passes
+# through its hook, and nothing else. Those costs are the targets of module 18.
 
 # %% [markdown]
 # ## Try it

@@ -167,6 +167,9 @@ def test_an_operation_without_a_rule_is_marked_unknown_not_free():
     assert fused == forward_flops("HeadProjection", packed, (2, 2, 2, 5, 4), {"has_bias": True})
     assert fused == (2 * 2 * 10 * 8 * 8, 2 * 10 * 8)
     assert forward_flops("GELUFunction", [(3, 4)], (3, 4)) == (0, 8 * 12)
+    assert backward_flops("GELUFunction", [(3, 4)], (3, 4), [True]) == (0, 12 * 12)
+    assert backward_flops("Add", [(3, 4), (4,)], (3, 4), [True, True]) == (0, 0)  # passes g on
+    assert backward_flops("Mul", [(3, 4), (3, 4)], (3, 4), [False, False]) == (0, 0)
 
 
 def test_parameter_counts_group_by_layer_like_pytorch():

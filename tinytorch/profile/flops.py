@@ -48,12 +48,16 @@ def matmul_flops(a_shape, b_shape) -> int:
     return 2 * batch * a2[-2] * a2[-1] * b2[-1]
 
 
-# FLOPs per output element (exp, log, tanh counted as one; GELU's tanh formula as eight)
-ELEMENTWISE = {"Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Neg": 1, "Pow": 1, "Exp": 1, "Log": 1,
-               "ReLUFunction": 1, "SigmoidFunction": 3, "TanhFunction": 1, "GELUFunction": 8,
-               "SoftmaxFunction": 5, "LayerNormFunction": 8, "DropoutFunction": 1}  # fmt: skip
-# FLOPs per input element
-REDUCTIONS = {"Sum": 1, "Mean": 1, "Max": 1, "CrossEntropyFunction": 5, "MSEFunction": 3}
+# (forward, backward) FLOPs per output element; exp, log, tanh count as one, GELU's tanh formula
+# as eight forward and twelve backward
+ELEMENTWISE = {"Add": (1, 0), "Sub": (1, 1), "Mul": (1, 2), "Div": (1, 4), "Neg": (1, 1),
+               "Pow": (1, 3), "Exp": (1, 1), "Log": (1, 1), "ReLUFunction": (1, 1),
+               "SigmoidFunction": (3, 3), "TanhFunction": (1, 3), "GELUFunction": (8, 12),
+               "SoftmaxFunction": (5, 4), "LayerNormFunction": (8, 10),
+               "DropoutFunction": (1, 1)}  # fmt: skip
+# (forward, backward) FLOPs per input element
+REDUCTIONS = {"Sum": (1, 0), "Mean": (1, 1), "Max": (1, 2), "CrossEntropyFunction": (5, 3),
+              "MSEFunction": (3, 3)}  # fmt: skip
 # moving data, no arithmetic
 FREE = {"Reshape", "Permute", "GetItem", "EmbeddingLookup"}
 MATMUL_OPS = ("MatMul", "LinearFunction", "HeadProjection", "Attention", "QKVProjection",
@@ -64,12 +68,13 @@ SAME_AS = {"QKVProjection": "HeadProjection", "FusedAttention": "Attention",
 SOFTMAX = 5  # max, subtract, exp, sum, scale: per score
 
 
-def other_flops(op: str, in_shapes: list, out_shape) -> int:
+def other_flops(op: str, in_shapes: list, out_shape, phase: str = "forward") -> int | None:
     """FLOPs of an operation that is not a matrix multiply; None for one the rules do not know."""
+    column = 0 if phase == "forward" else 1
     if op in ELEMENTWISE:
-        return ELEMENTWISE[op] * _size(out_shape)
+        return ELEMENTWISE[op][column] * _size(out_shape)
     if op in REDUCTIONS:
-        return REDUCTIONS[op] * _size(in_shapes[0])
+        return REDUCTIONS[op][column] * _size(in_shapes[0])
     if op in FREE:
         return 0
     return None
@@ -138,8 +143,7 @@ def backward_flops(
             matmul += 2 * scores * dv + (need_q + need_k) * 2 * scores * d
             other = 2 * b * tq * dv + 3 * scores  # rowsum(g * out), subtract, times w, scale
         return matmul, other
-    forward = other_flops(op, in_shapes, out_shape)
-    return 0, (None if forward is None else 2 * forward if any(needed) else 0)
+    return 0, other_flops(op, in_shapes, out_shape, "backward") if any(needed) else 0
 
 
 def gpt_step_flops(config, batch: int, seq_len: int) -> dict[str, int]:
