@@ -81,6 +81,14 @@ MODULES: tuple[CourseModule, ...] = (
         "tests/13_transformers",
     ),
     CourseModule(
+        14,
+        "profiling",
+        "Profiling",
+        ("profile.flops", "profile.profiler", "profile.report"),
+        (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13),
+        "tests/14_profiling",
+    ),
+    CourseModule(
         17,
         "memoization",
         "Memoization",
