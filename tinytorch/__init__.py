@@ -30,6 +30,7 @@ COURSE = {
     "tinytorch.nn.normalization": "13 transformers",
     "tinytorch.nn.feedforward": "13 transformers",
     "tinytorch.models.transformer": "13 transformers",
+    "tinytorch.compress.quantization": "15 quantization",
     "tinytorch.memo.kvcache": "17 memoization",
     "tinytorch.memo.generation": "17 memoization",
     "tinytorch.accel.kernels": "18 acceleration",
@@ -76,5 +77,5 @@ _HOMES = {
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy_names(
-    "tinytorch", _HOMES, ("accel", "core", "data", "memo", "models", "nn", "optim", "text")
+    "tinytorch", _HOMES, ("accel", "compress", "core", "data", "memo", "models", "nn", "optim", "text")
 )

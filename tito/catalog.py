@@ -81,6 +81,14 @@ MODULES: tuple[CourseModule, ...] = (
         "tests/13_transformers",
     ),
     CourseModule(
+        15,
+        "quantization",
+        "Quantization",
+        ("compress.quantization",),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        "tests/15_quantization",
+    ),
+    CourseModule(
         17,
         "memoization",
         "Memoization",
