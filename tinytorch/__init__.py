@@ -31,6 +31,9 @@ COURSE = {
     "tinytorch.nn.feedforward": "13 transformers",
     "tinytorch.models.transformer": "13 transformers",
     "tinytorch.compress.quantization": "15 quantization",
+    "tinytorch.compress.pruning": "16 compression",
+    "tinytorch.compress.lowrank": "16 compression",
+    "tinytorch.compress.distillation": "16 compression",
     "tinytorch.memo.kvcache": "17 memoization",
     "tinytorch.memo.generation": "17 memoization",
     "tinytorch.accel.kernels": "18 acceleration",
@@ -77,5 +80,7 @@ _HOMES = {
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy_names(
-    "tinytorch", _HOMES, ("accel", "compress", "core", "data", "memo", "models", "nn", "optim", "text")
+    "tinytorch",
+    _HOMES,
+    ("accel", "compress", "core", "data", "memo", "models", "nn", "optim", "text"),
 )

@@ -89,6 +89,14 @@ MODULES: tuple[CourseModule, ...] = (
         "tests/15_quantization",
     ),
     CourseModule(
+        16,
+        "compression",
+        "Compression",
+        ("compress.pruning", "compress.lowrank", "compress.distillation"),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        "tests/16_compression",
+    ),
+    CourseModule(
         17,
         "memoization",
         "Memoization",

@@ -371,7 +371,7 @@ class QuantizedLinear(Module):
 # what each `QuantizedLinear` keeps in its integer arrays.
 
 
-# %% nbgrader={"grade": false, "grade_id": "model", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade": false, "grade_id": "swap", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export
 def swap_linears(module: Module, make) -> int:
     """Replace every Linear below `module` by `make(name, linear)`, in place; returns how many."""
@@ -390,6 +390,8 @@ def swap_linears(module: Module, make) -> int:
     return swapped
 
 
+# %% nbgrader={"grade": false, "grade_id": "model", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
 def quantize_model(model: Module, bits: int = 8, per_channel: bool = True, symmetric: bool = True,
                    calibration: dict[str, RangeObserver] | None = None) -> Module:  # fmt: skip
     """A copy of `model` with every Linear a QuantizedLinear; `calibration` from calibrate()."""
