@@ -179,7 +179,7 @@ def distill(teacher, run: Run, setup: Setup, steps: int, seed: int) -> tuple[GPT
 def fine_tune(model, run: Run, setup: Setup, steps: int, seed: int) -> GPT:
     """A few steps of the ordinary next-token loss (used after low-rank factorisation)."""
     model.train()
-    optimizer = AdamW(model.parameters(), lr=setup.distill_lr, weight_decay=0.01)
+    optimizer = AdamW(model.parameters(), lr=setup.distill_lr / 3, weight_decay=0.01)
     for step in range(steps):
         x, y = training.batch_at(run.train, seed + 2, step, setup.batch_size)
         optimizer.zero_grad()
@@ -353,6 +353,8 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         "distill_steps": steps,
         "eval_windows": min(setup.eval_windows, len(gpt_run.val)),
         "linear_weights": sum(m.weight.size for _, m in linears(gpt_run.model)),
+        "linear_layers": len(linears(gpt_run.model)),
+        "linear_channels": sum(m.out_features for _, m in linears(gpt_run.model)),
         "rows": rows,
         "goal_int8_per_channel": goal,
         "pareto_front": sorted(pareto_front(rows)),
