@@ -116,6 +116,13 @@ MILESTONES: tuple[Milestone, ...] = (
         preset="tiny",
     ),
     Milestone(
+        "compress",
+        "Quantize, prune, factorise and distil the trained GPT: one table and a Pareto plot.",
+        (*_GPT_MODULES, 15, 16),
+        entry="milestones.compress:run",
+        preset="small",
+    ),
+    Milestone(
         "scaling",
         "Parameter, memory and generation-speed reports from tiny to GPT-3 scale, no training.",
         _GPT_MODULES,

@@ -89,6 +89,22 @@ MODULES: tuple[CourseModule, ...] = (
         "tests/14_profiling",
     ),
     CourseModule(
+        15,
+        "quantization",
+        "Quantization",
+        ("compress.quantization",),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        "tests/15_quantization",
+    ),
+    CourseModule(
+        16,
+        "compression",
+        "Compression",
+        ("compress.pruning", "compress.lowrank", "compress.distillation"),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        "tests/16_compression",
+    ),
+    CourseModule(
         17,
         "memoization",
         "Memoization",
