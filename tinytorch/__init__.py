@@ -24,6 +24,7 @@ COURSE = {
     "tinytorch.core.optimizers": "06 optimizers",
     "tinytorch.core.training": "07 training",
     "tinytorch.data.loader": "08 dataloader",
+    "tinytorch.core.spatial": "09 convolutions",
     "tinytorch.text.tokenization": "10 tokenization",
     "tinytorch.text.embeddings": "11 embeddings",
     "tinytorch.core.attention": "12 attention",
