@@ -159,6 +159,7 @@ MILESTONES: tuple[Milestone, ...] = (
         (*_GPT_MODULES, 15, 16),
         entry="milestones.compress:run",
         preset="small",
+        year=2019,  # DistilBERT: a transformer distilled to 60% of its size keeps 97% of its score
     ),
     Milestone(
         "scaling",
