@@ -52,6 +52,9 @@ MODULES: tuple[CourseModule, ...] = (
     ),
     CourseModule(8, "dataloader", "DataLoader", ("data.loader",), (1,), "tests/08_dataloader"),
     CourseModule(
+        9, "convolutions", "Convolutions", ("core.spatial",), (1, 3, 5), "tests/09_convolutions"
+    ),
+    CourseModule(
         10, "tokenization", "Tokenization", ("text.tokenization",), (), "tests/10_tokenization"
     ),
     CourseModule(
@@ -79,6 +82,14 @@ MODULES: tuple[CourseModule, ...] = (
         ),
         (1, 2, 3, 4, 5, 6, 7, 11, 12),
         "tests/13_transformers",
+    ),
+    CourseModule(
+        14,
+        "profiling",
+        "Profiling",
+        ("profile.flops", "profile.profiler", "profile.report"),
+        (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13),
+        "tests/14_profiling",
     ),
     CourseModule(
         15,
@@ -115,6 +126,7 @@ MODULES: tuple[CourseModule, ...] = (
     CourseModule(
         19, "benchmarking", "Benchmarking", ("bench.harness",), (), "tests/19_benchmarking"
     ),
+    CourseModule(20, "capstone", "Capstone", ("olympics.rules",), (1, 5), "tests/20_capstone"),
 )
 
 
@@ -130,7 +142,7 @@ def complete_key(incomplete: str) -> list[str]:
 
 
 # Numbers the course keeps free for later parts (see the README's module table).
-PLANNED = {9: "convolutions", **dict.fromkeys(range(14, 21), "the optimization tier")}
+PLANNED = {**dict.fromkeys(range(14, 21), "the optimization tier")}
 RESERVED = {n: part for n, part in PLANNED.items() if n not in {m.number for m in MODULES}}
 
 
