@@ -88,6 +88,18 @@ __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy_names(
     "tinytorch",
     _HOMES,
-    ("accel", "bench", "compress", "core", "data", "memo", "models", "nn", "olympics", "optim",
-     "profile", "text"),  # fmt: skip
+    (
+        "accel",
+        "bench",
+        "compress",
+        "core",
+        "data",
+        "memo",
+        "models",
+        "nn",
+        "olympics",
+        "optim",
+        "profile",
+        "text",
+    ),  # fmt: skip
 )
