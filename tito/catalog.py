@@ -141,11 +141,6 @@ def complete_key(incomplete: str) -> list[str]:
     return [k for k in keys if k.startswith(incomplete.lower())]
 
 
-# Numbers the course keeps free for later parts (see the README's module table).
-PLANNED = {**dict.fromkeys(range(14, 21), "the optimization tier")}
-RESERVED = {n: part for n, part in PLANNED.items() if n not in {m.number for m in MODULES}}
-
-
 def missing(numbers: tuple[int, ...], root: Path) -> list[CourseModule]:
     """The modules among `numbers` with a package file absent under the project `root`.
 
@@ -171,11 +166,8 @@ def find(key: str | int) -> CourseModule:
         if text in (module.slug, module.name):
             return module
     known = ", ".join(f"{m.number:02d} {m.slug}" for m in MODULES)
-    if text.isdigit() and int(text) in RESERVED:
-        raise TitoError(
-            f"module {int(text):02d} ({RESERVED[int(text)]}) is not part of this course yet",
-            hint=f"choose one of: {known}",
-        )
+    if text.isdigit():
+        raise TitoError(f"there is no module {int(text):02d}", hint=f"choose one of: {known}")
     close = difflib.get_close_matches(text, [m.slug for m in MODULES], n=1, cutoff=0.6)
     if close:
         raise TitoError(f"unknown module '{key}'; did you mean '{close[0]}'?", hint=known)
