@@ -26,6 +26,7 @@ from tinytorch.compress.lowrank import factorize
 from tinytorch.compress.pruning import linears, prune, prune_structure, sparse_bytes
 from tinytorch.compress.quantization import model_bytes, quantize_model
 from tinytorch.core.autograd import no_grad
+from tinytorch.core.embeddings import Embedding
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
@@ -154,6 +155,12 @@ def sample(model, run: Run, setup: Setup, seed: int, cached: bool) -> tuple[str,
     )
     seconds = time.perf_counter() - began
     return run.vocab.decode(out[0]), setup.sample_tokens / seconds
+
+
+def tables(model) -> list[Embedding]:
+    """The model's learned embedding tables (tokens, and positions unless sinusoidal)."""
+    found = [model.token_embedding, model.position_embedding]
+    return [e for e in found if isinstance(e, Embedding)]
 
 
 def nonzero(model) -> int:
@@ -355,6 +362,8 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         "linear_weights": sum(m.weight.size for _, m in linears(gpt_run.model)),
         "linear_layers": len(linears(gpt_run.model)),
         "linear_channels": sum(m.out_features for _, m in linears(gpt_run.model)),
+        "embedding_weights": sum(e.weight.size for e in tables(gpt_run.model)),
+        "embedding_rows": sum(e.num_embeddings for e in tables(gpt_run.model)),
         "rows": rows,
         "goal_int8_per_channel": goal,
         "pareto_front": sorted(pareto_front(rows)),
