@@ -183,12 +183,14 @@ def distill(teacher, run: Run, setup: Setup, steps: int, seed: int) -> tuple[GPT
     return student, losses
 
 
-def fine_tune(model, run: Run, setup: Setup, steps: int, seed: int) -> GPT:
-    """A few steps of the ordinary next-token loss (used after low-rank factorisation)."""
+def fine_tune(model, run: Run, setup: Setup, steps: int, seed: int, lr: float) -> GPT:
+    """Steps of the ordinary next-token loss on the run's training windows, cosine schedule."""
     model.train()
-    optimizer = AdamW(model.parameters(), lr=setup.distill_lr / 3, weight_decay=0.01)
+    optimizer = AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    schedule = CosineSchedule(lr, max(1, steps // 10), steps, lr / 10)
     for step in range(steps):
-        x, y = training.batch_at(run.train, seed + 2, step, setup.batch_size)
+        optimizer.lr = schedule(step)
+        x, y = training.batch_at(run.train, seed + 1, step, setup.batch_size)
         optimizer.zero_grad()
         cross_entropy(model(Tensor(x)), y).backward()
         optimizer.step()
@@ -220,7 +222,7 @@ def variants(run: Run, setup: Setup, steps: int, seed: int, console):
     low = factorize(model, ratio=0.25)
     yield "low rank (SVD, 1/4 rank)", low, model_bytes(low), count_parameters(low), True
     tune_steps = max(1, steps // 3)
-    tuned = fine_tune(copy.deepcopy(low), run, setup, tune_steps, seed)
+    tuned = fine_tune(copy.deepcopy(low), run, setup, tune_steps, seed, setup.distill_lr / 3)
     name = f"low rank + {tune_steps} steps"
     yield name, tuned, model_bytes(tuned), count_parameters(tuned), True
     began = time.perf_counter()
@@ -228,6 +230,10 @@ def variants(run: Run, setup: Setup, steps: int, seed: int, console):
     console.print(f"distilled the half-size student in {time.perf_counter() - began:.1f} s")
     name = f"distilled half-size ({steps} steps)"
     yield name, student, model_bytes(student), count_parameters(student), True
+    # the control: the same start, batches, steps and schedule, the hard targets only
+    alone = fine_tune(half_size(model), run, setup, steps, seed, setup.distill_lr)
+    name = f"half-size, no teacher ({steps} steps)"
+    yield name, alone, model_bytes(alone), count_parameters(alone), True
 
 
 def pareto_plot(rows: list[dict], path: Path) -> Path:
