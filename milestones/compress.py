@@ -25,6 +25,7 @@ from tinytorch.compress.lowrank import factorize
 from tinytorch.compress.pruning import linears, prune, prune_structure, sparse_bytes
 from tinytorch.compress.quantization import model_bytes, quantize_model
 from tinytorch.core.autograd import no_grad
+from tinytorch.core.embeddings import Embedding
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
@@ -134,6 +135,12 @@ def sample(model, run: Run, setup: Setup, seed: int, cached: bool) -> tuple[str,
     return run.vocab.decode(out[0]), setup.sample_tokens / seconds
 
 
+def tables(model) -> list[Embedding]:
+    """The model's learned embedding tables (tokens, and positions unless sinusoidal)."""
+    found = [model.token_embedding, model.position_embedding]
+    return [e for e in found if isinstance(e, Embedding)]
+
+
 def nonzero(model) -> int:
     """Parameters that are not exactly zero (pruning's zeros are not stored sparse)."""
     return sum(int(np.count_nonzero(p.data)) for p in model.parameters())
@@ -154,12 +161,14 @@ def distill(teacher, run: Run, setup: Setup, steps: int, seed: int) -> tuple[GPT
     return student, losses
 
 
-def fine_tune(model, run: Run, setup: Setup, steps: int, seed: int) -> GPT:
-    """A few steps of the ordinary next-token loss (used after low-rank factorisation)."""
+def fine_tune(model, run: Run, setup: Setup, steps: int, seed: int, lr: float) -> GPT:
+    """Steps of the ordinary next-token loss on the run's training windows, cosine schedule."""
     model.train()
-    optimizer = AdamW(model.parameters(), lr=setup.distill_lr / 3, weight_decay=0.01)
+    optimizer = AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    schedule = CosineSchedule(lr, max(1, steps // 10), steps, lr / 10)
     for step in range(steps):
-        x, y = training.batch_at(run.train, seed + 2, step, setup.batch_size)
+        optimizer.lr = schedule(step)
+        x, y = training.batch_at(run.train, seed + 1, step, setup.batch_size)
         optimizer.zero_grad()
         cross_entropy(model(Tensor(x)), y).backward()
         optimizer.step()
@@ -191,7 +200,7 @@ def variants(run: Run, setup: Setup, steps: int, seed: int, console):
     low = factorize(model, ratio=0.25)
     yield "low rank (SVD, 1/4 rank)", low, model_bytes(low), count_parameters(low), True
     tune_steps = max(1, steps // 3)
-    tuned = fine_tune(copy.deepcopy(low), run, setup, tune_steps, seed)
+    tuned = fine_tune(copy.deepcopy(low), run, setup, tune_steps, seed, setup.distill_lr / 3)
     name = f"low rank + {tune_steps} steps"
     yield name, tuned, model_bytes(tuned), count_parameters(tuned), True
     began = time.perf_counter()
@@ -199,6 +208,10 @@ def variants(run: Run, setup: Setup, steps: int, seed: int, console):
     console.print(f"distilled the half-size student in {time.perf_counter() - began:.1f} s")
     name = f"distilled half-size ({steps} steps)"
     yield name, student, model_bytes(student), count_parameters(student), True
+    # the control: the same start, batches, steps and schedule, the hard targets only
+    alone = fine_tune(half_size(model), run, setup, steps, seed, setup.distill_lr)
+    name = f"half-size, no teacher ({steps} steps)"
+    yield name, alone, model_bytes(alone), count_parameters(alone), True
 
 
 def pareto_plot(rows: list[dict], path: Path) -> Path:
@@ -333,6 +346,8 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         "linear_weights": sum(m.weight.size for _, m in linears(gpt_run.model)),
         "linear_layers": len(linears(gpt_run.model)),
         "linear_channels": sum(m.out_features for _, m in linears(gpt_run.model)),
+        "embedding_weights": sum(e.weight.size for e in tables(gpt_run.model)),
+        "embedding_rows": sum(e.num_embeddings for e in tables(gpt_run.model)),
         "rows": rows,
         "goal_int8_per_channel": goal,
         "pareto_front": sorted(pareto_front(rows)),
