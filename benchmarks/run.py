@@ -24,14 +24,38 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks.common import CONV, DATA_PARALLEL, LIBRARIES, ROOT, THREAD_CHOICES, Row, summary
+from benchmarks.common import (
+    CONV,
+    DATA_PARALLEL,
+    PLAIN,
+    ROOT,
+    THREAD_CHOICES,
+    WITH_PLAIN,
+    Row,
+    summary,
+)
 from tinytorch.bench.harness import schedule
 
+_PLAIN = {"libraries": WITH_PLAIN}  # the row also measures the plain lesson code
 FULL = [
-    (Row("train_small", "train", "small", batch=16, seq_len=64, steps=5, warmup=2), 5),
-    (Row("train_medium", "train", "medium", batch=16, seq_len=128, steps=3, warmup=1), 5),
-    (Row("gen_small", "generate", "small", new_tokens=200, steps=3, warmup=1), 5),
-    (Row("gen_medium", "generate", "medium", new_tokens=200, steps=2, warmup=1), 5),
+    (Row("train_small", "train", "small", batch=16, seq_len=64, steps=5, warmup=2, **_PLAIN), 5),
+    (Row("train_medium", "train", "medium", batch=16, seq_len=128, steps=3, warmup=1, **_PLAIN), 5),
+    (Row("gen_small", "generate", "small", new_tokens=200, steps=3, warmup=1, **_PLAIN), 5),
+    (Row("gen_medium", "generate", "medium", new_tokens=200, steps=2, warmup=1, **_PLAIN), 5),
+    # the plain lesson code without module 17's cache: every token recomputes the whole prefix
+    (
+        Row(
+            "gen_small_uncached",
+            "generate",
+            "small",
+            new_tokens=200,
+            steps=2,
+            warmup=1,
+            libraries=(PLAIN,),
+            cache=False,
+        ),
+        3,
+    ),  # fmt: skip
     (Row("gpt2", "gpt2", "gpt2-small", seq_len=256, new_tokens=32, steps=3, warmup=1), 3),
     # one Conv2d layer, forward and backward: LeNet-5's second convolution (6 -> 16 channels,
     # 14x14, 5x5) on a batch of 64, and a VGG-style 3x3 layer (64 -> 128 channels, 32x32)
@@ -67,12 +91,13 @@ def settings(row: Row, threads: tuple) -> tuple:
 def measure(row: Row, rounds: int, threads: tuple = THREAD_CHOICES) -> dict:
     """Per library and thread setting, a summary of each metric over `rounds` processes."""
     plan = settings(row, threads)
-    raw: dict = {(lib, s): [] for lib in LIBRARIES for s in plan}
-    pairs = [(lib, s) for s in plan for lib in LIBRARIES]
+    libraries = tuple(row.libraries)
+    raw: dict = {(lib, s): [] for lib in libraries for s in plan}
+    pairs = [(lib, s) for s in plan for lib in libraries]
     for lib, s in schedule(pairs, rounds):  # module 19: each round in the other order
         raw[lib, s].append(child(lib, s, row))
     out: dict = {"row": asdict(row), "rounds": rounds, "libraries": {}}
-    for lib in LIBRARIES:
+    for lib in libraries:
         by_setting = {
             s: {m: summary([res[m] for res in raw[lib, s]]) for m in raw[lib, s][0]} for s in plan
         }
@@ -118,7 +143,7 @@ def run(rows: list[tuple[Row, int]], say, threads: tuple = THREAD_CHOICES) -> di
         "rows": {},
     }
     for row, rounds in rows:
-        count = len(LIBRARIES) * len(settings(row, threads))
+        count = len(row.libraries) * len(settings(row, threads))
         say(f"{row.key}: {rounds} round(s) x {count} processes")
         results["rows"][row.key] = measure(row, rounds, threads)
     results["load_after"] = os.getloadavg()

@@ -44,7 +44,7 @@ TIMEOUT = 600.0
 @dataclass
 class Finding:
     check: str  # the graded cell's id, e.g. test-layernorm
-    what: str  # "forward of LayerNormFunction, in LayerNorm" or "the check's value 'dx'"
+    what: str  # "Sub.forward (in layer LayerNorm)" or "the check's value 'dx'"
     summary: str  # the numbers
     hint: str
     place: str = ""  # "transformers.ipynb, cell 12, line 5: return x.T ..." (the student's)
