@@ -291,8 +291,8 @@ def random_measured(rng, base: Measured) -> Measured:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-bits", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-9)  # the logits are float32 Tensors
-def test_heldout_bits_per_char(rng):
+@graded(rtol=1e-6, atol=1e-9)
+def test_heldout_bits_per_char(rng):  # the logits are float32 Tensors: rtol 1e-6
     vocab = int(rng.integers(3, 12))
     model = TableModel(rng.normal(0, 3, size=(vocab, vocab)))
     ids = rng.integers(0, vocab, size=int(rng.integers(40, 90)))

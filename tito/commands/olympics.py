@@ -67,9 +67,9 @@ def run(
 ) -> None:
     """Measure a run against its own untransformed baseline in EVENT and record the result.
 
-    The run folder's olympics.json names you and the transformations to apply:
-    accelerate (module 18), quantize:int8-per-channel (15), prune:FRACTION (16). Nothing else in
-    it counts: the tool measures speed, size and held-out bits/char itself. For quality, its
+    The run folder's olympics.json names you and the transformations to apply: accelerate
+    (module 18), quantize:int8-per-channel (15), prune-structure:0.5 or lowrank:0.5 (16). Nothing
+    else in it counts: the tool measures speed, size and held-out bits/char itself. For quality, its
     "train" entry ({"config": "tiny", "lr": 0.003, "batch_size": 16, "seed": 0}) says how the
     tool trains your model, and the baseline with the defaults, each for --budget CPU-seconds.
     """
@@ -128,3 +128,78 @@ def leaderboard() -> None:
         console.print(
             f"{skipped} record(s) in {results_file()} are not valid results and were left out"
         )
+
+
+CourseOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--course", help="The course folder (default: here if it has nbgrader_config.py)."
+    ),
+]
+
+
+@app.command("grade")
+def grade_class(
+    event: Annotated[str, typer.Argument(help="speed, size, quality or all-around.")],
+    baseline: Annotated[
+        Path, typer.Option(help="The instructor's trained run everyone is measured against.")
+    ] = Path("runs/gpt"),
+    course: CourseOpt = None,
+    repeats: Annotated[int, typer.Option(min=1, help="Timed generations per measurement.")] = 5,
+    budget: Annotated[
+        float, typer.Option(min=1, help="quality: CPU-seconds of training for each model.")
+    ] = 60.0,
+) -> None:
+    """Instructor: measure every student's submitted run (submitted/STUDENT/20_capstone/run/)
+    in EVENT, one at a time against one baseline, into the gradebook's leaderboard table."""
+    from tito import class_olympics
+    from tito.course import find_course
+
+    if event not in EVENT_NAMES:
+        raise TitoError(f"no event '{event}'", hint=f"choose one of: {', '.join(EVENT_NAMES)}")
+    folder = find_course(course)
+    results = class_olympics.measure_class(
+        folder, event, baseline, repeats, budget, paths.root() / "data"
+    )
+    for r in results:
+        who = class_olympics.shown(r.student)
+        if r.record is None:
+            console.print(
+                f"[bad]{who}: not measured:[/bad] {escape(class_olympics.shown(r.reason))}"
+            )
+        else:
+            said = class_olympics.shown(r.record["violation"] or "")
+            console.print(f"{escape(who)}: score {r.record['score']:.3f} {escape(said)}".rstrip())
+    measured = sum(r.record is not None for r in results)
+    ok(f"{measured} of {len(results)} submission(s) measured in {event}; `tito olympics board`")
+
+
+@app.command("board")
+def class_board(
+    course: CourseOpt = None,
+    to: Annotated[Path | None, typer.Option("--csv", help="Also write the board as CSV.")] = None,
+) -> None:
+    """Instructor: the class leaderboard kept in the gradebook, best first in each event."""
+    from tito import class_olympics
+    from tito.course import find_course
+
+    folder = find_course(course)
+    events = class_olympics.board(folder)
+    if not events:
+        console.print("no class results yet: run `tito olympics grade EVENT --baseline RUN`")
+    for event, rows in events.items():
+        table = Table(title=f"class: {event}")
+        for column in ("student", "score", "tok/s", "bytes", "bits/char", "note"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(
+                escape(class_olympics.shown(row["student"])),
+                f"{row['score']:.3f}",
+                "" if row["tokens_per_second"] is None else f"{row['tokens_per_second']:,.0f}",
+                "" if row["bytes"] is None else f"{row['bytes']:,}",
+                "" if row["bits_per_char"] is None else f"{row['bits_per_char']:.3f}",
+                escape(class_olympics.shown(row["violation"])),
+            )
+        console.print(table)
+    if to is not None:
+        ok(f"wrote {class_olympics.export_csv(folder, to)}")
