@@ -896,6 +896,20 @@ plot_time(generation.rows, "generating 32 tokens")
 # through its hook, and nothing else. Those costs are the targets of module 18.
 
 # %% [markdown]
+# A profile also catches operations that cost far more than their FLOPs say. The rule of thumb:
+# an elementwise operation should run near the copy bandwidth. One that sits a hundred times
+# below its neighbours on the roofline is worth reading. A classic in numpy: a power with an
+# integer exponent other than 2 goes through the general `pow` routine, where a product of the
+# same numbers is a few multiplications. Measure it (GPT-2's GELU needs `x³`):
+
+# %%
+cube_input = np.random.default_rng(0).standard_normal((16, 64, 256), dtype=np.float32)
+with one_thread():
+    power = latency(lambda: cube_input**3, warmup=2, repeats=7)
+    product = latency(lambda: cube_input * cube_input * cube_input, warmup=2, repeats=7)
+print(f"x**3: {power}; x*x*x: {product}; {power.median / product.median:.0f}x")
+
+# %% [markdown]
 # ## Try it
 
 # %%
