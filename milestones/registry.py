@@ -154,6 +154,22 @@ MILESTONES: tuple[Milestone, ...] = (
         year=2017,
     ),
     Milestone(
+        "olympics",
+        "The Torch Olympics on the trained GPT: plain, accelerated, int8, pruned, low rank.",
+        (*_GPT_MODULES, 15, 16, 19, 20),
+        entry="milestones.torch_olympics:run",
+        preset="small",
+        year=2018,  # DAWNBench: systems ranked by time to a fixed quality
+    ),
+    Milestone(
+        "compress",
+        "Quantize, prune, factorise and distil the trained GPT: one table and a Pareto plot.",
+        (*_GPT_MODULES, 15, 16),
+        entry="milestones.compress:run",
+        preset="small",
+        year=2019,  # DistilBERT: a transformer distilled to 60% of its size keeps 97% of its score
+    ),
+    Milestone(
         "scaling",
         "Parameter, memory and generation-speed reports from tiny to GPT-3 scale, no training.",
         _GPT_MODULES,
