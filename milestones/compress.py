@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from milestones import plots, tokens, training
-from milestones.corpus import DEFAULT_SOURCE, default_corpus, read_corpus, split
-from milestones.errors import MilestoneError
+from milestones import plots, runs, tokens, training
+from milestones.corpus import split
 from milestones.output import keep_previous, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.compress.distillation import distill_step, half_size
@@ -32,7 +31,7 @@ from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import CosineSchedule, seed_everything, write_atomic
 from tinytorch.data.loader import LanguageModelDataset
-from tinytorch.models.transformer import GPT, GPTConfig, count_parameters
+from tinytorch.models.transformer import GPT, count_parameters
 
 RUN_FILES = ("summary.json", "table.md", "pareto.png")
 PROMPT = "The"
@@ -74,40 +73,19 @@ def source_folder(opts: RunOptions) -> Path:
 
 def load_run(folder: Path, data_dir: Path | None) -> Run:
     """The model, tokenizer and train/validation split of a finished `tito milestone run gpt`."""
-    path = folder / training.CHECKPOINT
-    meta = training.read_meta(path)
-    config = meta["config"]
-    corpus = (
-        default_corpus(data_dir)
-        if meta["corpus_source"] == DEFAULT_SOURCE
-        else read_corpus(Path(meta["corpus_source"]))
-    )
-    if corpus.sha256 != meta["corpus_sha256"]:
-        raise MilestoneError(
-            f"the corpus of {folder} has changed since the run was trained",
-            hint="train the GPT again with `tito milestone run gpt`",
-        )
-    vocab = tokens.build(config["tokenizer"], corpus, config["bpe_vocab"], data_dir)
-    if vocab.fingerprint != meta["vocab"]:
-        raise MilestoneError(
-            f"the tokenizer rebuilt for {folder} differs from the one it was trained with",
-            hint="train the GPT again with `tito milestone run gpt`",
-        )
-    sizes = GPTConfig(**{f.name: config[f.name] for f in fields(GPTConfig)})
-    model = GPT.from_config(sizes)
-    training.restore(path, model, None)
-    model.eval()
-    ids = vocab.encode(corpus.text)
-    train_ids, val_ids = split(ids, sizes.max_seq_len, meta["seed"])
-    to_bpc = tokens.bits_per_char(1.0, len(val_ids), len(vocab.decode(val_ids)))
+    found = runs.load_run(folder, data_dir)
+    sizes = found.config
+    ids = found.vocab.encode(found.corpus.text)
+    train_ids, val_ids = split(ids, sizes.max_seq_len, found.meta["seed"])
+    to_bpc = tokens.bits_per_char(1.0, len(val_ids), len(found.vocab.decode(val_ids)))
     return Run(
         folder,
-        model,
-        vocab,
+        found.model,
+        found.vocab,
         LanguageModelDataset(train_ids, sizes.max_seq_len),
         LanguageModelDataset(val_ids, sizes.max_seq_len),
         to_bpc,
-        meta,
+        found.meta,
     )
 
 

@@ -80,7 +80,7 @@ def read_manifest(folder: Path) -> dict:
     if not isinstance(name, str) or not isinstance(transforms, list):
         raise MilestoneError(
             f"{path}: 'name' must be text and 'transforms' a list of names",
-            hint=f"the transformations: {', '.join(TRANSFORMS)}",
+            hint='e.g. "transforms": ["accelerate", "quantize:int8-per-channel"]',
         )
     for t in transforms:
         transform(t)  # an unknown one fails here, before anything is measured
@@ -95,35 +95,69 @@ def _accelerate(model, _):
 
 
 def _quantize(model, scheme):
-    from tinytorch.compress import quantization
+    from tinytorch.compress.quantization import quantize_model
 
-    return quantization.quantize_model(model, scheme)
-
-
-def _prune(model, fraction):
-    from tinytorch.compress import pruning
-
-    return pruning.prune_model(model, float(fraction))
+    bits, per_channel = QUANTIZE[scheme]
+    return quantize_model(model, bits=bits, per_channel=per_channel)
 
 
-# name -> (the module whose package code does it, the call); "name:argument" passes an argument
+def _prune_structure(model, fraction):
+    from tinytorch.compress.pruning import prune_structure
+
+    prune_structure(model, fraction, fraction)  # heads and MLP neurons, removed in place
+    return model
+
+
+def _low_rank(model, ratio):
+    from tinytorch.compress.lowrank import factorize
+
+    return factorize(model, ratio)
+
+
+QUANTIZE = {"int8-per-channel": (8, True), "int8-per-tensor": (8, False),
+            "int4-per-channel": (4, True), "int4-per-tensor": (4, False)}  # fmt: skip
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise ValueError("a fraction between 0 and 1, e.g. 0.5")
+    return value
+
+
+def _scheme(text: str) -> str:
+    if text not in QUANTIZE:
+        raise ValueError("one of " + ", ".join(QUANTIZE))
+    return text
+
+
+# name -> (the module whose package code does it, how its argument is read, the call)
 TRANSFORMS = {
-    "accelerate": (18, _accelerate),
-    "quantize": (15, _quantize),
-    "prune": (16, _prune),
+    "accelerate": (18, str, _accelerate),
+    "quantize": (15, _scheme, _quantize),
+    "prune-structure": (16, _fraction, _prune_structure),
+    "lowrank": (16, _fraction, _low_rank),
 }
 
 
 def transform(spec: str):
-    """The call of a transformation spec such as "prune:0.5", or a MilestoneError."""
+    """(module number, call) of a spec such as "quantize:int8-per-channel", or a MilestoneError."""
     name, _, argument = str(spec).partition(":")
     if name not in TRANSFORMS:
         raise MilestoneError(
             f"no transformation '{spec}'",
-            hint=f"the transformations: {', '.join(TRANSFORMS)} (e.g. quantize:int8-per-channel)",
+            hint="the transformations: accelerate, quantize:SCHEME, prune-structure:FRACTION, "
+            "lowrank:FRACTION",
         )
-    number, call = TRANSFORMS[name]
-    return number, lambda model: call(model, argument)
+    number, read, call = TRANSFORMS[name]
+    try:
+        value = read(argument)
+    except ValueError as err:
+        raise MilestoneError(f"'{spec}': the argument after ':' must be {err}") from None
+    return number, lambda model: call(model, value)
 
 
 def apply(model, transforms: list[str]):
@@ -203,17 +237,14 @@ def tokens_per_second(run: Run, transforms: list[str], data_dir: Path | None, re
 def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats: int = 5,
             untrusted: bool = False):  # fmt: skip
     """What the tool measures of a run with `transforms` applied: a module 20 `Measured`."""
-    from milestones.corpus import DEFAULT_SOURCE, default_corpus, read_corpus
     from tinytorch.olympics.rules import Measured
 
     run = load_run(folder, data_dir, untrusted)
-    source = run.meta.get("corpus_source")
-    corpus = default_corpus(data_dir) if source == DEFAULT_SOURCE else read_corpus(Path(source))
     model = apply(run.model, transforms)
     return Measured(
         tokens_per_second=tokens_per_second(run, transforms, data_dir, repeats, untrusted),
         bytes=weight_bytes(model),
-        bits_per_char=heldout_bits(run, model, heldout_text(corpus.text)),
+        bits_per_char=heldout_bits(run, model, heldout_text(run.corpus.text)),
     )
 
 

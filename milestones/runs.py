@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from milestones import tokens
-from milestones.corpus import DEFAULT_SOURCE, default_corpus, read_corpus
+from milestones.corpus import DEFAULT_SOURCE, Corpus, default_corpus, read_corpus
 from milestones.errors import MilestoneError
 from milestones.training import CHECKPOINT, read_meta
 from tinytorch.core.training import load_checkpoint
@@ -25,6 +25,7 @@ class Run:
     model: GPT
     vocab: tokens.Tokens
     meta: dict
+    corpus: Corpus  # the text it was trained on, as it is now (checked by its SHA-256)
 
     @property
     def config(self) -> GPTConfig:
@@ -95,4 +96,4 @@ def load_run(folder: Path, data_dir: Path | None = None, untrusted: bool = False
     model = GPT.from_config(config_of(meta))
     load_checkpoint(path, model)
     model.eval()
-    return Run(path.parent, model, vocab, meta)
+    return Run(path.parent, model, vocab, meta, corpus)

@@ -103,7 +103,7 @@ def test_transformations_are_checked_before_anything_is_measured(trained, monkey
     def missing(model, argument):
         raise ImportError("tinytorch.compress")
 
-    monkeypatch.setitem(olympics.TRANSFORMS, "quantize", (15, missing))
+    monkeypatch.setitem(olympics.TRANSFORMS, "quantize", (15, str, missing))
     with pytest.raises(MilestoneError, match="needs module 15"):
         olympics.apply(load_run(trained).model, ["quantize:int8-per-channel"])
     (trained / "olympics.json").write_text("{not json")
@@ -206,3 +206,34 @@ def test_the_quality_event_trains_both_models_within_the_budget(trained):
     assert load_run(work / "entry").config.embed_dim == 32  # nano, as the manifest chose
     assert load_run(work / "baseline").config.embed_dim == 64  # tiny, the default
     assert record["score"] == score(EVENTS["quality"], m, b, 6.0) > 0
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "quantize:int8-per-channel",
+        "quantize:int4-per-tensor",
+        "prune-structure:0.5",
+        "lowrank:0.25",
+    ],  # fmt: skip
+)
+def test_compression_transforms_make_the_measured_model_smaller(trained, spec):
+    run = load_run(trained)
+    before = olympics.weight_bytes(run.model)
+    text = olympics.heldout_text(PROSE)
+    bits = olympics.heldout_bits(run, run.model, text)
+    smaller = olympics.apply(load_run(trained).model, [spec])
+    assert olympics.weight_bytes(smaller) < before
+    assert abs(olympics.heldout_bits(run, smaller, text) - bits) < 0.5 * bits  # still the model
+
+
+def test_a_transformation_argument_is_checked_when_the_manifest_is_read(trained):
+    for spec, said in (
+        ("quantize:int3", "must be one of int8-per-channel"),
+        ("prune-structure:2", "must be a fraction between 0 and 1"),
+        ("lowrank:half", "must be a fraction"),
+    ):
+        (trained / "olympics.json").write_text(json.dumps({"transforms": [spec]}))
+        with pytest.raises(MilestoneError, match=said):
+            olympics.read_manifest(trained)
+    (trained / "olympics.json").unlink()

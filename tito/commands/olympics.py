@@ -67,9 +67,9 @@ def run(
 ) -> None:
     """Measure a run against its own untransformed baseline in EVENT and record the result.
 
-    The run folder's olympics.json names you and the transformations to apply:
-    accelerate (module 18), quantize:int8-per-channel (15), prune:FRACTION (16). Nothing else in
-    it counts: the tool measures speed, size and held-out bits/char itself. For quality, its
+    The run folder's olympics.json names you and the transformations to apply: accelerate
+    (module 18), quantize:int8-per-channel (15), prune-structure:0.5 or lowrank:0.5 (16). Nothing
+    else in it counts: the tool measures speed, size and held-out bits/char itself. For quality, its
     "train" entry ({"config": "tiny", "lr": 0.003, "batch_size": 16, "seed": 0}) says how the
     tool trains your model, and the baseline with the defaults, each for --budget CPU-seconds.
     """
