@@ -20,7 +20,8 @@ from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import seed_everything
 from tinytorch.data.loader import LanguageModelDataset
-from tinytorch.models.transformer import GPT, PRESETS, GPTConfig, count_parameters
+from tinytorch.models.scaling import count_parameters
+from tinytorch.models.transformer import GPT, PRESETS, GPTConfig
 
 PROMPT = "The"  # no trailing space: a BPE vocabulary writes the space with the next word
 # (temperature, top_k) of each sample: temperature 0 is greedy; top-k drops the unlikely tail

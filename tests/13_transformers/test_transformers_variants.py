@@ -10,13 +10,8 @@ from tinytorch.core.embeddings import sinusoidal_table
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.transformer import GPT, GPTConfig, Seq2SeqTransformer, TransformerEncoder
-from tinytorch.models.transformer import (
-    count_parameters,
-    estimate_parameters,
-    load_model,
-    save_model,
-    to_torch_state_dict,
-)
+from tinytorch.models.scaling import count_parameters, estimate_parameters
+from tinytorch.models.weights import load_model, save_model, to_torch_state_dict
 
 SIZES = dict(vocab_size=23, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=12)
 

@@ -6,7 +6,8 @@ import torch
 from transformers import GPT2LMHeadModel
 from typer.testing import CliRunner
 
-from tinytorch.models.transformer import GPT, load_model, save_model
+from tinytorch.models.transformer import GPT
+from tinytorch.models.weights import load_model, save_model
 from tinytorch.text.tokenization import BPETokenizer, CharTokenizer
 from tito.commands.model import read_model
 from tito.main import app

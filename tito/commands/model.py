@@ -53,7 +53,7 @@ def read_model(path: Path):
     """(GPT, tokenizer or None) from a milestone run folder or checkpoint, or a save_model file."""
     import numpy as np
 
-    from tinytorch.models.transformer import load_model
+    from tinytorch.models.weights import load_model
 
     path = path / MILESTONE_CHECKPOINT if path.is_dir() else path
     if not path.is_file():
@@ -122,7 +122,7 @@ def import_(
 ) -> None:
     """Load a GPT-2 checkpoint folder into a tinytorch GPT and save it with save_model."""
     from tinytorch.models import huggingface
-    from tinytorch.models.transformer import save_model
+    from tinytorch.models.weights import save_model
 
     try:
         model = huggingface.load_gpt2(folder)
@@ -131,4 +131,4 @@ def import_(
     except ImportError as err:
         raise TitoError(str(err)) from None
     save_model(model, out)
-    ok(f"wrote {out} (load it with tinytorch.models.transformer.load_model)")
+    ok(f"wrote {out} (load it with tinytorch.models.weights.load_model)")
