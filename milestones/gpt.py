@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from milestones import plots, provenance, report, scaling, tokens, training
+from milestones import plots, provenance, report, runs, scaling, tokens, training
 from milestones.corpus import DEFAULT_SOURCE, Corpus, default_corpus, read_corpus, split
 from milestones.errors import MilestoneError
 from milestones.output import keep_previous, prepare_out, write_json
@@ -198,6 +198,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         "corpus_source": corpus.source,
         "corpus_sha256": corpus.sha256,
         "vocab": vocab.fingerprint,
+        "tokenizer": runs.tokenizer_record(vocab.tokenizer),  # load_run rebuilds it from this
     }
     if stored is not None:
         check_resume(stored, meta)

@@ -171,14 +171,17 @@ def from_gpt2_state_dict(config: dict, state: dict):
     return model
 
 
-def char_tokenizer_json(tokenizer) -> dict | None:
-    """A character tokenizer as Hugging Face `tokenizers` JSON (one token per character), or None.
+def tokenizer_json(tokenizer) -> dict:
+    """A module-10 tokenizer as Hugging Face `tokenizers` JSON: AutoTokenizer then gives the same
+    ids and decodes to the same text. Characters: one token each (WordLevel); byte-pair
+    encoding: GPT-2's byte-level BPE with our chunking regex and our merges in their order."""
+    if hasattr(tokenizer, "merges"):
+        return bpe_tokenizer_json(tokenizer)
+    return char_tokenizer_json(tokenizer)
 
-    AutoTokenizer then encodes and decodes as `tokenizer` does; a BPE tokenizer gets None and is
-    reloaded with tinytorch's BPETokenizer from TOKENIZER_FILE.
-    """
-    if not hasattr(tokenizer, "chars"):
-        return None
+
+def char_tokenizer_json(tokenizer) -> dict:
+    """A character tokenizer as `tokenizers` JSON, one token per character."""
     return {
         "version": "1.0",
         "truncation": None,
@@ -201,6 +204,67 @@ def char_tokenizer_json(tokenizer) -> dict | None:
     }
 
 
+def byte_alphabet() -> list[str]:
+    """GPT-2's printable stand-in for each byte value (the ByteLevel alphabet), by byte."""
+    printable = {*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)}
+    out, extra = [], 0
+    for byte in range(256):
+        out.append(chr(byte) if byte in printable else chr(256 + extra))
+        extra += byte not in printable
+    return out
+
+
+def bpe_tokenizer_json(tokenizer) -> dict:
+    """A byte-level BPETokenizer as `tokenizers` JSON.
+
+    Our encoder applies the merges in the order learned, to the UTF-8 bytes of each chunk of
+    `CHUNK`; Hugging Face's BPE applies the lowest-ranked merge first within each pre-token,
+    which is the same thing, as a merge only ever creates a token later merges use.
+    """
+    from tinytorch.text.tokenization import CHUNK
+
+    alphabet = byte_alphabet()
+    pieces = ["".join(alphabet[b] for b in token) for token in tokenizer.vocab]
+    if len(set(pieces)) != len(pieces):
+        seen = {}
+        twice = next(p for i, p in enumerate(pieces) if seen.setdefault(p, i) != i)
+        raise UnsupportedArchitecture(
+            f"the BPE vocabulary holds the token {twice!r} twice (two merges spell it); "
+            "Hugging Face's BPE needs each token once"
+        )
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": CHUNK.pattern}, "behavior": "Isolated",
+                 "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                 "use_regex": False},
+            ],
+        },
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                    "use_regex": False},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": {piece: i for i, piece in enumerate(pieces)},
+            "merges": [[pieces[a], pieces[b]] for a, b in tokenizer.merges],
+        },
+    }  # fmt: skip
+
+
 def _json_text(data: dict) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
@@ -209,7 +273,7 @@ def save_gpt2(model, folder, tokenizer=None) -> list[str]:
     """Write `folder` as `save_pretrained` would, plus the tokenizer; returns the file names.
 
     config.json and model.safetensors always; with a tokenizer, TOKENIZER_FILE (tinytorch's own)
-    and, for a character tokenizer, tokenizer.json and tokenizer_config.json for AutoTokenizer.
+    and tokenizer.json and tokenizer_config.json for AutoTokenizer (characters or BPE).
     """
     tensors, config = to_gpt2_state_dict(model), gpt2_config(model)
     files = {
@@ -218,14 +282,12 @@ def save_gpt2(model, folder, tokenizer=None) -> list[str]:
     }
     if tokenizer is not None:
         files[TOKENIZER_FILE] = None  # written by tokenizer.save
-        described = char_tokenizer_json(tokenizer)
-        if described is not None:
-            files["tokenizer.json"] = _json_text(described)
-            files["tokenizer_config.json"] = _json_text({
-                "tokenizer_class": "PreTrainedTokenizerFast",
-                "clean_up_tokenization_spaces": False,  # decode gives back the text unchanged
-                "model_max_length": config["n_positions"],
-            })  # fmt: skip
+        files["tokenizer.json"] = _json_text(tokenizer_json(tokenizer))
+        files["tokenizer_config.json"] = _json_text({
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "clean_up_tokenization_spaces": False,  # decode gives back the text unchanged
+            "model_max_length": config["n_positions"],
+        })  # fmt: skip
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
@@ -262,4 +324,4 @@ def load_gpt2(folder):
 __all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "TOKENIZER_FILE", "INSTALL_HINT",
     "GELU_TANH", "LAYER_NORM_EPS", "UnsupportedArchitecture", "check_gpt2_compatible",
     "gpt2_config", "to_gpt2_state_dict", "from_gpt2_state_dict",
-    "char_tokenizer_json", "save_gpt2", "load_gpt2"]  # fmt: skip
+    "tokenizer_json", "char_tokenizer_json", "byte_alphabet", "bpe_tokenizer_json", "save_gpt2", "load_gpt2"]  # fmt: skip
