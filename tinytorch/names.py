@@ -41,7 +41,7 @@ COURSE = {
     "bench.harness": "19 benchmarking",
 }
 
-TOP, NN, OPTIM = "tinytorch", "tinytorch.nn", "tinytorch.optim"
+TOP, NN, OPTIM, F = "tinytorch", "tinytorch.nn", "tinytorch.optim", "tinytorch.nn.functional"
 CORE_EMB, CORE_TF = "tinytorch.core.embeddings", "tinytorch.core.transformer"
 MEMO, ACCEL = "tinytorch.memo", "tinytorch.accel"
 
@@ -49,9 +49,12 @@ MEMO, ACCEL = "tinytorch.memo", "tinytorch.accel"
 TABLE: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("core.tensor", ("Tensor", "ShapeError", "is_grad_enabled"), (TOP,)),
     ("core.autograd", ("no_grad",), (TOP,)),
-    ("core.layers", ("Module", "Linear", "Dropout", "Sequential"), (NN,)),
+    ("core.layers", ("Module", "Layer", "Linear", "Dropout", "Sequential"), (NN,)),
     ("core.activations", ("ReLU", "Sigmoid", "Tanh", "GELU", "Softmax"), (NN,)),
-    ("core.losses", ("MSELoss", "CrossEntropyLoss"), (NN,)),
+    ("core.activations", ("relu", "sigmoid", "tanh", "gelu", "softmax"), (F,)),
+    ("core.losses", ("MSELoss", "CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss"), (NN,)),
+    ("core.losses", ("mse_loss", "cross_entropy", "log_softmax", "binary_cross_entropy",
+                     "binary_cross_entropy_with_logits"), (F,)),
     ("text.embeddings", ("Embedding", "PositionalEncoding", "LearnedPositionalEncoding"),
      (NN, CORE_EMB)),
     ("text.embeddings", ("EmbeddingLookup", "plot_encoding", "sinusoidal_table",

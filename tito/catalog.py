@@ -103,6 +103,7 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/checks.py": (),
     "tinytorch/names.py": (),  # every public name, its home and the paths that offer it
     "tinytorch/core/allocator.py": (),  # glibc's allocator tuning, run by `import tinytorch`
+    "tinytorch/nn/functional.py": (2, 4),  # the functions of modules 02 and 04, PyTorch's path
     "tinytorch/core/embeddings.py": (11,),  # module 11's names under the `core` path
     "tinytorch/core/transformer.py": (13,),  # module 13's and the files below, under one path
     "tinytorch/models/decoding.py": (),  # generate's argument checks; module 17's cache or not

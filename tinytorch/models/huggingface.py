@@ -8,7 +8,7 @@ Given product code (tito/catalog.py GIVEN), not a lesson: it builds on module 13
 """
 
 import json
-import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -288,17 +288,17 @@ def save_gpt2(model, folder, tokenizer=None) -> list[str]:
             "clean_up_tokenization_spaces": False,  # decode gives back the text unchanged
             "model_max_length": config["n_positions"],
         })  # fmt: skip
+    from tinytorch.core.training import write_atomic  # module 07: the package's one writer
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    if tokenizer is not None:
+        with tempfile.TemporaryDirectory() as scratch:
+            tokenizer.save(Path(scratch) / TOKENIZER_FILE)  # tinytorch's own format, as saved
+            files[TOKENIZER_FILE] = (Path(scratch) / TOKENIZER_FILE).read_bytes()
     for name, content in files.items():
-        tmp = folder / (name + ".tmp")  # written whole, then renamed: never half a file
-        if content is None:
-            tokenizer.save(tmp)
-        elif isinstance(content, bytes):
-            tmp.write_bytes(content)
-        else:
-            tmp.write_text(content, encoding="utf-8")
-        os.replace(tmp, folder / name)
+        data = content if isinstance(content, bytes) else content.encode("utf-8")
+        write_atomic(folder / name, lambda handle, data=data: handle.write(data))  # never half
     return list(files)
 
 

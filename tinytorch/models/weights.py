@@ -1,25 +1,25 @@
 """A GPT's weights on disk and in PyTorch's names and layouts.
 
-`save_model(model, path)` writes the config and weights to one `.npz` archive (no pickle; written
-to a temporary file and renamed, so an interrupted save never leaves half a file) and
+`save_model(model, path)` writes the config and weights to one `.npz` archive (no pickle; through
+module 07's `write_atomic`, so an interrupted save never leaves half a file) and
 `load_model(path)` rebuilds the GPT. `to_torch_state_dict` renames and transposes the weights for
 the same model written with `torch.nn` (`nn.Linear` stores `(out, in)`, ours `(in, out)`;
 `nn.LayerNorm` says `weight`/`bias` for `gamma`/`beta`), `load_torch_state_dict` reads one back.
 
-Given product code (tito/catalog.py GIVEN), not a lesson: it builds on module 13's GPT.
+Given product code (tito/catalog.py GIVEN), not a lesson: it builds on module 13's GPT and
+module 07's `write_atomic`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
 from tinytorch.core.layers import Linear, Module
+from tinytorch.core.training import write_atomic
 from tinytorch.models.transformer import GPT
 
 
@@ -28,14 +28,8 @@ def save_model(model: GPT, path) -> None:
     path = Path(path)
     path = path if path.suffix == ".npz" else path.with_name(path.name + ".npz")  # as np.savez
     config = np.array(json.dumps(asdict(model.config)))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            np.savez(out, __config__=config, **model.state_dict())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    weights = model.state_dict()
+    write_atomic(path, lambda handle: np.savez(handle, __config__=config, **weights))
 
 
 def load_model(path) -> GPT:

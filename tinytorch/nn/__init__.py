@@ -6,4 +6,4 @@ it is imported on first use, so this package imports at every stage of the cours
 
 from tinytorch.names import lazy_module
 
-__getattr__, __dir__, __all__ = lazy_module("tinytorch.nn")
+__getattr__, __dir__, __all__ = lazy_module("tinytorch.nn", ("functional",))
