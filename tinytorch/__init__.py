@@ -18,7 +18,8 @@ __version__ = "0.1.0"
 
 keep_freed_memory()  # reuse freed blocks of a few MiB (tinytorch/core/allocator.py says why)
 
-SUBPACKAGES = ("accel", "bench", "core", "data", "memo", "models", "nn", "optim", "text")
+SUBPACKAGES = ("accel", "bench", "compress", "core", "data", "memo", "models", "nn", "olympics",
+               "optim", "profile", "text")  # fmt: skip
 __getattr__, _dir, __all__ = lazy_module("tinytorch", SUBPACKAGES)
 
 

@@ -26,12 +26,20 @@ COURSE = {
     "core.optimizers": "06 optimizers",
     "core.training": "07 training",
     "data.loader": "08 dataloader",
+    "core.spatial": "09 convolutions",
     "text.tokenization": "10 tokenization",
     "text.embeddings": "11 embeddings",
     "core.attention": "12 attention",
     "nn.normalization": "13 transformers",
     "nn.feedforward": "13 transformers",
     "models.transformer": "13 transformers",
+    "profile.flops": "14 profiling",
+    "profile.profiler": "14 profiling",
+    "profile.report": "14 profiling",
+    "compress.quantization": "15 quantization",
+    "compress.pruning": "16 compression",
+    "compress.lowrank": "16 compression",
+    "compress.distillation": "16 compression",
     "memo.kvcache": "17 memoization",
     "memo.generation": "17 memoization",
     "accel.kernels": "18 acceleration",
@@ -39,11 +47,13 @@ COURSE = {
     "accel.parallel": "18 acceleration",
     "accel.accelerate": "18 acceleration",
     "bench.harness": "19 benchmarking",
+    "olympics.rules": "20 capstone",
 }
 
 TOP, NN, OPTIM, F = "tinytorch", "tinytorch.nn", "tinytorch.optim", "tinytorch.nn.functional"
 CORE_EMB, CORE_TF = "tinytorch.core.embeddings", "tinytorch.core.transformer"
 MEMO, ACCEL = "tinytorch.memo", "tinytorch.accel"
+PROFILE, COMPRESS = "tinytorch.profile", "tinytorch.compress"
 
 # (home under tinytorch., names it defines, the paths besides the home that offer them)
 TABLE: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
@@ -59,6 +69,7 @@ TABLE: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
      (NN, CORE_EMB)),
     ("text.embeddings", ("EmbeddingLookup", "plot_encoding", "sinusoidal_table",
                          "token_ids_array"), (CORE_EMB,)),
+    ("core.spatial", ("Conv2d", "MaxPool2d", "AvgPool2d", "BatchNorm2d", "Flatten"), (NN,)),
     ("core.attention", ("MultiHeadAttention",), (NN,)),
     ("nn.normalization", ("LayerNorm",), (NN, CORE_TF)),
     ("nn.feedforward", ("MLP",), (NN, CORE_TF)),
@@ -79,6 +90,21 @@ TABLE: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
                        "softmax_rows_"), (ACCEL,)),
     ("accel.optim", ("FusedAdam",), (ACCEL,)),
     ("accel.parallel", ("DataParallel",), (ACCEL,)),
+    ("profile.flops", ("parameter_counts", "matmul_flops", "forward_flops", "backward_flops",
+                       "gpt_step_flops"), (PROFILE,)),
+    ("profile.profiler", ("Event", "Profiler", "Latency", "latency", "OpRow", "by_operation",
+                          "matmul_share", "Profile", "profile_step", "profile_generation"),
+     (PROFILE,)),
+    ("profile.report", ("machine_rates", "operation_table", "plot_time", "plot_roofline"),
+     (PROFILE,)),
+    ("compress.quantization", ("qrange", "quant_params", "quantize", "dequantize",
+                               "fake_quantize", "RangeObserver", "calibrate", "QuantizedLinear",
+                               "quantize_model", "model_bytes"), (COMPRESS,)),
+    ("compress.pruning", ("magnitude_mask", "prune", "sparsity_of", "sparse_bytes",
+                          "prune_neurons", "PrunedAttention", "prune_structure"), (COMPRESS,)),
+    ("compress.lowrank", ("LowRankLinear", "low_rank", "factorize"), (COMPRESS,)),
+    ("compress.distillation", ("DistillationLoss", "distillation_loss", "distill_step",
+                               "half_size"), (COMPRESS,)),
 )  # fmt: skip
 
 

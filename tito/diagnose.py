@@ -44,7 +44,7 @@ TIMEOUT = 600.0
 @dataclass
 class Finding:
     check: str  # the graded cell's id, e.g. test-layernorm
-    what: str  # "forward of LayerNormFunction, in LayerNorm" or "the check's value 'dx'"
+    what: str  # "Sub.forward (in layer LayerNorm)" or "the check's value 'dx'"
     summary: str  # the numbers
     hint: str
     place: str = ""  # "transformers.ipynb, cell 12, line 5: return x.T ..." (the student's)
@@ -430,3 +430,40 @@ __all__ = [
     "reference_trace",
     "submission_trace",
 ]
+
+
+# --- instructor feedback ------------------------------------------------------------------------
+
+
+def feedback_section(result: Diagnosis) -> str:
+    """The diagnosis as an HTML fragment for a feedback page: per check, the first operation
+    whose numbers differ, by how much, where in the submission, and a likely cause. Every
+    text is escaped; it holds numbers and the student's own lines, never reference or test code."""
+    from html import escape
+
+    by_check = {f.check: f for f in result.findings}
+    items = []
+    for note in result.notes:
+        items.append(f"<li><b>a cell of yours failed</b>: {escape(note)}</li>")
+    for check in result.checks:
+        f = by_check.get(check)
+        if f is None:
+            items.append(f"<li><code>{escape(check)}</code>: every operation matches</li>")
+            continue
+        where = f"<br>at <code>{escape(f.place)}</code>" if f.place else ""
+        items.append(
+            f"<li><code>{escape(check)}</code>: {escape(f.what)}<br>{escape(f.summary)}{where}"
+            f"<br>likely: {escape(f.hint)}</li>"
+        )
+    return (
+        '<div class="tito-diagnosis"><h2>Where your numbers first differ from the reference</h2>'
+        "<p>Each graded check run on the same random inputs over your code and the reference, "
+        "operation by operation (tito diagnose).</p><ul>" + "".join(items) + "</ul></div>"
+    )
+
+
+def submission_feedback(module: CourseModule, submission, reference: Trace | None = None,
+                        unsafe: bool = False) -> str:  # fmt: skip
+    """The feedback fragment of one submitted notebook, its trace made in the grading sandbox."""
+    student, cells = submission_trace(module, submission, unsafe=unsafe)
+    return feedback_section(explain(module, student, cells, reference or reference_trace(module)))

@@ -73,7 +73,7 @@ class MSEFunction(Function):
         ### BEGIN SOLUTION
         self.diff = prediction - target
         self.count = max(self.diff.size, 1)
-        return np.asarray(np.vdot(self.diff, self.diff) / self.count, dtype=prediction.dtype)
+        return np.asarray(np.sum(self.diff**2) / self.count, dtype=prediction.dtype)
         ### END SOLUTION
 
     def backward(self, grad):
@@ -91,9 +91,10 @@ class MSEFunction(Function):
 # whose values are floats; whole numbers are accepted either way.
 #
 # In `forward`, flatten logits to `(N, C)` and targets to `(N,)`, mark which rows count, compute
-# the shifted logits, pick each row's target entry, and turn the shifted logits into softmax
-# probabilities *in place* for the backward (one `(N, C)` array in all). The backward subtracts 1
-# at each target, zeroes the ignored rows and scales by `grad / count`.
+# the shifted logits, and take each row's log-probability of its target: the target's shifted
+# logit minus the log of the row's sum of exponentials. Keep the softmax probabilities for the
+# backward, which is `softmax - one_hot(target)`: a copy of the probabilities with 1 subtracted at
+# each target, the ignored rows zeroed and everything scaled by `grad / count`.
 
 
 # %% nbgrader={"grade": false, "grade_id": "cross-entropy-checks", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -149,25 +150,23 @@ class CrossEntropyFunction(Function):
         self.count = int(keep.sum())
 
         shifted = z - z.max(axis=1, keepdims=True)  # (N, C), every entry <= 0
-        picked = shifted[rows, t]  # (N,) the target's shifted logit
-        probs = np.exp(shifted, out=shifted)  # reuse the buffer: shifted is no longer needed
-        total = probs.sum(axis=1)
-        log_probs = picked - np.log(total)  # (N,) log p(target)
+        exps = np.exp(shifted)
+        total = exps.sum(axis=1)  # (N,)
+        log_probs = shifted[rows, t] - np.log(total)  # (N,) log p(target)
         loss = -np.sum(log_probs[keep]) / max(self.count, 1)
 
         if self.needs_grad[0]:
-            probs /= total[:, None]  # softmax, kept for the backward
-            self.probs, self.t, self.keep, self.shape = probs, t, keep, logits.shape
+            self.probs = exps / total[:, None]  # softmax (N, C), for the backward
+            self.t, self.keep, self.shape = t, keep, logits.shape
         return np.asarray(loss, dtype=logits.dtype)
         ### END SOLUTION
 
     def backward(self, grad):
         ### BEGIN SOLUTION
-        g = self.probs  # (N, C), updated in place: the graph runs backward once
+        g = self.probs.copy()  # (N, C): softmax minus the one-hot target
         g[np.arange(self.t.size), self.t] -= 1
-        g *= (self.keep * (grad / max(self.count, 1))).astype(g.dtype)[:, None]
-        self.probs = None
-        return (g.reshape(self.shape),)
+        scale = self.keep * grad / max(self.count, 1)  # (N,), 0 for ignored rows
+        return ((g * scale[:, None].astype(g.dtype)).reshape(self.shape),)
         ### END SOLUTION
 
 

@@ -25,7 +25,8 @@
 # You build four pieces, each a few lines once the idea is clear:
 #
 # 1. **LayerNorm**: normalise every position's feature vector to mean 0 and variance 1, then
-#    rescale with learnable `gamma` and `beta`. One fused `Function`, forward and backward together.
+#    rescale with learnable `gamma` and `beta`: a mean, a variance and a division, with autograd
+#    doing the backward.
 # 2. **MLP**: `Linear(C, 4C) -> GELU -> Linear(4C, C)`, applied to every position on its own.
 # 3. **TransformerBlock**: `x = x + attention(ln1(x))`, then `x = x + mlp(ln2(x))`. The `x + ...`
 #    paths carry the gradient straight down a deep stack; the norms keep each sub-layer's input tame.
@@ -73,72 +74,30 @@ from tinytorch.text.embeddings import token_ids_array
 # Unlike batch norm, the statistics come from one sample only, so a batch of one behaves exactly
 # like a batch of a thousand, and training and inference compute the same thing.
 #
-# **Why one fused `Function`?** Written with tensor operators, layer norm records about ten graph
-# nodes and keeps each intermediate alive for backward. Fused, it keeps two arrays (`x_hat` and the
-# reciprocal standard deviation) and its backward is one formula. With `g = dy * gamma` and means
-# taken over the feature axis:
+# Write it as the formula reads, with Tensor operations, and autograd derives the backward:
 #
-# $$\frac{\partial L}{\partial x} = \frac{1}{\sigma}\Big(g - \overline{g} - \hat x\,\overline{g\hat x}\Big),
-# \qquad \frac{\partial L}{\partial \gamma} = \sum dy\,\hat x, \qquad \frac{\partial L}{\partial \beta} = \sum dy$$
+# ```
+# mean = x.mean(axis=-1, keepdims=True)                       (..., 1)
+# variance = ((x - mean) ** 2).mean(axis=-1, keepdims=True)   (..., 1)
+# normalized = (x - mean) / (variance + eps) ** 0.5           (..., C)
+# return gamma * normalized + beta
+# ```
 #
-# where the sums for `gamma` and `beta` run over every leading axis (batch and sequence).
-# Return those two already reduced to shape `(C,)`: the engine accepts a gradient that already has
-# the input's shape.
-#
-# Two reductions are given: `mean_last(a)` is `a.mean(axis=-1, keepdims=True)` and
-# `sum_leading(a)` sums over every axis but the last. They compute the same numbers as numpy's
-# `mean` and `sum`, as matrix-vector products: numpy's reductions are slow over many short rows
-# (a thousand rows of 128 features), a matrix-vector product is not.
+# `keepdims=True` keeps the reduced axis as size 1, so `x - mean` broadcasts over the features.
+# The gradients of `gamma` and `beta` are summed over every leading axis (batch and sequence) by
+# the engine, because they were broadcast in the forward. (Module 18 writes layer norm as one
+# fused node with a hand-derived backward, and tests it against yours.)
 
 # %%
 #| export nn.normalization
 import numpy as np
 
 from tinytorch.core.layers import Module
-from tinytorch.core.tensor import Function, ShapeError, Tensor
-
-
-def mean_last(a: np.ndarray) -> np.ndarray:
-    """Mean over the last axis, kept as a length-1 axis: (..., C) -> (..., 1)."""
-    n = a.shape[-1]
-    return (a @ np.full(n, 1.0 / n, dtype=a.dtype))[..., None]
-
-
-def sum_leading(a: np.ndarray) -> np.ndarray:
-    """Sum over every axis but the last: (..., C) -> (C,)."""
-    rows = a.reshape(-1, a.shape[-1])
-    return np.ones(len(rows), dtype=a.dtype) @ rows
+from tinytorch.core.tensor import ShapeError, Tensor
 
 
 # %% nbgrader={"grade": false, "grade_id": "layernorm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export nn.normalization
-class LayerNormFunction(Function):
-    """Fused layer norm over the last axis: y = gamma * (x - mean) / sqrt(var + eps) + beta."""
-
-    def forward(self, x, gamma, beta, eps=1e-5):
-        ### BEGIN SOLUTION
-        centred = x - mean_last(x)  # (..., C)
-        var = mean_last(centred * centred)  # (..., 1)
-        self.rstd = 1.0 / np.sqrt(var + eps)  # (..., 1)
-        self.x_hat, self.gamma = centred * self.rstd, gamma
-        return self.x_hat * gamma + beta
-        ### END SOLUTION
-
-    def backward(self, grad):
-        x_hat = self.x_hat
-        gx = ggamma = gbeta = None
-        ### BEGIN SOLUTION
-        if self.needs_grad[0]:
-            g = grad * self.gamma  # gradient with respect to x_hat
-            gx = (g - mean_last(g) - x_hat * mean_last(g * x_hat)) * self.rstd
-        if self.needs_grad[1]:
-            ggamma = sum_leading(grad * x_hat)
-        if self.needs_grad[2]:
-            gbeta = sum_leading(grad)
-        ### END SOLUTION
-        return gx, ggamma, gbeta
-
-
 class LayerNorm(Module):
     """Layer normalisation over the last axis with learnable scale `gamma` and shift `beta`.
 
@@ -151,13 +110,9 @@ class LayerNorm(Module):
             raise ValueError(
                 f"LayerNorm normalises the last axis only; give its size as an int, got {shape}"
             )
-        self.normalized_shape = int(tuple(shape)[0])
-        self.gamma = Tensor(
-            np.ones(self.normalized_shape), requires_grad=True
-        )  # scale, starts at 1
-        self.beta = Tensor(
-            np.zeros(self.normalized_shape), requires_grad=True
-        )  # shift, starts at 0
+        self.normalized_shape = size = int(tuple(shape)[0])
+        self.gamma = Tensor(np.ones(size), requires_grad=True)  # scale, starts at 1
+        self.beta = Tensor(np.zeros(size), requires_grad=True)  # shift, starts at 0
         self.eps = eps  # keeps the division finite for a constant input
 
     def forward(self, x):
@@ -168,7 +123,10 @@ class LayerNorm(Module):
                 f"must have {self.normalized_shape} features"
             )
         ### BEGIN SOLUTION
-        return LayerNormFunction.apply(x, self.gamma, self.beta, eps=self.eps)
+        mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
+        variance = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # (..., 1)
+        normalized = (x - mean) / (variance + self.eps) ** 0.5  # (..., C)
+        return self.gamma * normalized + self.beta
         ### END SOLUTION
 
 
@@ -464,8 +422,7 @@ class GPT(Module):
         ### BEGIN SOLUTION
         positions = np.arange(past, past + seq_len)[None]  # (1, T)
         x = self.token_embedding(ids) + self.position_embedding(positions)  # (B, T, C)
-        # one new query may see every key: its causal mask would be all zeros, so it gets none
-        mask = None if seq_len == 1 else self._create_causal_mask(seq_len, past)  # (T, past + T)
+        mask = self._create_causal_mask(seq_len, past)  # (T, past + T)
         for i, block in enumerate(self.blocks):
             x = block(x, mask=mask, cache=None if cache is None else cache[i])
         x = self.ln_f(x)  # (B, T, C)
@@ -591,17 +548,19 @@ test_layernorm_normalises_each_position()
 # %% nbgrader={"grade": true, "grade_id": "test-layernorm-grad", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 def test_layernorm_backward_matches_differences():
     from tinytorch.core.autograd import numerical_gradient  # module 05's central differences
+    from tinytorch.core.tensor import precision
 
     rng = np.random.default_rng(1)
     x, g, b = rng.normal(size=(3, 5)), rng.normal(size=5), rng.normal(size=5)
-    fn = LayerNormFunction()
-    fn.needs_grad = (True, True, True)
     w = rng.normal(size=(3, 5))
-    fn.forward(x, g, b)
-    gx, gg, gb = fn.backward(w)
-    for arr, got in [(x, gx), (g, gg), (b, gb)]:
-        num = numerical_gradient(lambda: np.sum(LayerNormFunction().forward(x, g, b) * w), arr)
-        np.testing.assert_allclose(got, num, rtol=1e-5, atol=1e-7)
+    with precision(np.float64):  # the Tensors below share x, g and b, which the check changes
+        ln = LayerNorm(5)
+        ln.gamma, ln.beta = Tensor(g, requires_grad=True), Tensor(b, requires_grad=True)
+        xt = Tensor(x, requires_grad=True)
+        (ln(xt) * Tensor(w)).sum().backward()
+        for arr, got in [(x, xt.grad), (g, ln.gamma.grad), (b, ln.beta.grad)]:
+            num = numerical_gradient(lambda: np.sum(ln(Tensor(x)).data * w), arr)
+            np.testing.assert_allclose(got, num, rtol=1e-5, atol=1e-7)
 
 
 test_layernorm_backward_matches_differences()

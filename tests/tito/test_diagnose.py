@@ -69,11 +69,12 @@ def test_a_planted_bug_is_named(number, old, new, operation, words, tmp_path):
 
 
 def test_the_command_names_the_cell_and_shows_no_reference_or_check_code(tmp_path, cli):
-    number, old, new = 13, "centred = x - mean_last(x)", "centred = x - mean_last(x.T).T"
+    number, old = 13, "mean = x.mean(axis=-1, keepdims=True)"
+    new = "mean = x.mean(axis=-1, keepdims=True) * 0.5"
     path = planted(number, old, new, tmp_path)
     result = cli("diagnose", "13", "--notebook", str(path))
     assert result.exit_code == 1, result.output
-    assert "differs" in result.output and "LayerNormFunction.forward" in result.output
+    assert "differs" in result.output and "(in layer LayerNorm)" in result.output
     assert f"{path.name}, cell " in result.output
     student = {line.strip() for c in nbformat.read(path, 4).cells for line in c.source.splitlines()}
     hidden = set()

@@ -13,10 +13,12 @@ from tito.paths import PACKAGE_ROOT
 # what tinytorch may load besides numpy and the standard library, and only lazily (inside a
 # function): plots, BLAS thread limits, the Hugging Face export's file format
 OPTIONAL = {"matplotlib", "threadpoolctl", "safetensors"}
-# the tito files that may use tinytorch (inside a function): carrying a trained model, which needs
-# the package; the tracer, a child process that runs the student's code
-TITO_USES_TINYTORCH = {"tito/commands/model.py", "tito/trace_runner.py"}
-TITO_USES_MILESTONES = {"tito/commands/milestone.py", "tito/commands/model.py"}
+# the tito files that may use tinytorch (inside a function): carrying a trained model and measuring
+# the class's olympics entries, which need the package; the tracer, a child process that runs the
+# student's code
+OLYMPICS = {"tito/class_olympics.py", "tito/commands/olympics.py"}
+TITO_USES_TINYTORCH = {"tito/commands/model.py", "tito/trace_runner.py", *OLYMPICS}
+TITO_USES_MILESTONES = {"tito/commands/milestone.py", "tito/commands/model.py", *OLYMPICS}
 
 
 def files(folder: str) -> list[Path]:

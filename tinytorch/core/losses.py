@@ -29,7 +29,7 @@ class MSEFunction(Function):
             )
         self.diff = prediction - target
         self.count = max(self.diff.size, 1)
-        return np.asarray(np.vdot(self.diff, self.diff) / self.count, dtype=prediction.dtype)
+        return np.asarray(np.sum(self.diff**2) / self.count, dtype=prediction.dtype)
 
     def backward(self, grad):
         g = self.diff * (2 * grad / self.count)
@@ -84,23 +84,21 @@ class CrossEntropyFunction(Function):
         self.count = int(keep.sum())
 
         shifted = z - z.max(axis=1, keepdims=True)  # (N, C), every entry <= 0
-        picked = shifted[rows, t]  # (N,) the target's shifted logit
-        probs = np.exp(shifted, out=shifted)  # reuse the buffer: shifted is no longer needed
-        total = probs.sum(axis=1)
-        log_probs = picked - np.log(total)  # (N,) log p(target)
+        exps = np.exp(shifted)
+        total = exps.sum(axis=1)  # (N,)
+        log_probs = shifted[rows, t] - np.log(total)  # (N,) log p(target)
         loss = -np.sum(log_probs[keep]) / max(self.count, 1)
 
         if self.needs_grad[0]:
-            probs /= total[:, None]  # softmax, kept for the backward
-            self.probs, self.t, self.keep, self.shape = probs, t, keep, logits.shape
+            self.probs = exps / total[:, None]  # softmax (N, C), for the backward
+            self.t, self.keep, self.shape = t, keep, logits.shape
         return np.asarray(loss, dtype=logits.dtype)
 
     def backward(self, grad):
-        g = self.probs  # (N, C), updated in place: the graph runs backward once
+        g = self.probs.copy()  # (N, C): softmax minus the one-hot target
         g[np.arange(self.t.size), self.t] -= 1
-        g *= (self.keep * (grad / max(self.count, 1))).astype(g.dtype)[:, None]
-        self.probs = None
-        return (g.reshape(self.shape),)
+        scale = self.keep * grad / max(self.count, 1)  # (N,), 0 for ignored rows
+        return ((g * scale[:, None].astype(g.dtype)).reshape(self.shape),)
 
 
 def mse_loss(prediction, target) -> Tensor:

@@ -95,7 +95,6 @@ class Optimizer:
         _check_number("lr", lr, 0.0)
         self.lr = lr
         self.state = [{} for _ in self.params]
-        self._workspace = np.empty(0, dtype=np.float32)
 
     @property
     def state(self) -> ParamState:
@@ -110,14 +109,6 @@ class Optimizer:
     def param_groups(self) -> list[ParamGroup]:
         """One group holding every parameter; setting `group["lr"]` sets this optimizer's lr."""
         return [ParamGroup(self)]
-
-    def _scratch(self, p: Tensor, slot: int = 0) -> np.ndarray:
-        """A reusable buffer shaped like `p` (slot 0 or 1), so a step allocates nothing."""
-        n = p.data.size
-        if self._workspace.size < 2 * n or self._workspace.dtype != p.data.dtype:
-            size = max(2 * n, self._workspace.size)
-            self._workspace = np.empty(size, dtype=p.data.dtype)
-        return self._workspace[slot * n : (slot + 1) * n].reshape(p.shape)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget the gradients: drop them (default) or fill them with zeros in place."""
@@ -194,21 +185,12 @@ class SGD(Optimizer):
                 continue
             g = p.grad
             if self.weight_decay:
-                tmp = self._scratch(p)
-                np.multiply(p.data, self.weight_decay, out=tmp)
-                tmp += g
-                g = tmp
+                g = g + self.weight_decay * p.data  # L2 decay, into the gradient
             if self.momentum:
                 buf = state.get("momentum_buffer")
-                if buf is None:
-                    buf = state["momentum_buffer"] = np.array(g, dtype=p.data.dtype, copy=True)
-                else:
-                    buf *= self.momentum
-                    buf += g
-                g = buf
-            tmp = self._scratch(p)
-            np.multiply(g, self.lr, out=tmp)
-            p.data -= tmp
+                buf = g.copy() if buf is None else self.momentum * buf + g
+                state["momentum_buffer"] = g = buf
+            p.data -= self.lr * g
 
 
 class Adam(Optimizer):
@@ -238,22 +220,12 @@ class Adam(Optimizer):
             state["exp_avg"] = np.zeros_like(p.data)
             state["exp_avg_sq"] = np.zeros_like(p.data)
         state["step"] += 1
-        t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-        tmp = self._scratch(p, 1)
-        m *= self.beta1
-        np.multiply(g, 1.0 - self.beta1, out=tmp)
-        m += tmp
-        v *= self.beta2
-        np.multiply(g, g, out=tmp)
-        tmp *= 1.0 - self.beta2
-        v += tmp
-        step_size = self.lr / (1.0 - self.beta1**t)
-        np.sqrt(v, out=tmp)
-        tmp /= math.sqrt(1.0 - self.beta2**t)
-        tmp += self.eps
-        np.divide(m, tmp, out=tmp)
-        tmp *= step_size
-        p.data -= tmp
+        t = state["step"]
+        m = state["exp_avg"] = self.beta1 * state["exp_avg"] + (1 - self.beta1) * g
+        v = state["exp_avg_sq"] = self.beta2 * state["exp_avg_sq"] + (1 - self.beta2) * g * g
+        m_hat = m / (1 - self.beta1**t)  # undo the bias of starting at zero
+        v_hat = v / (1 - self.beta2**t)
+        p.data -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
 
     def step(self) -> None:
         """One Adam update of every parameter that has a gradient."""
@@ -262,8 +234,7 @@ class Adam(Optimizer):
                 continue
             g = p.grad
             if self.weight_decay:
-                g = np.multiply(p.data, self.weight_decay, out=self._scratch(p))
-                g += p.grad
+                g = g + self.weight_decay * p.data  # L2 decay, as in torch.optim.Adam
             self._adam_update(p, state, g)
 
 

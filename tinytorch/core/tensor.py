@@ -208,11 +208,7 @@ class MatMul(Function):
         if self.needs_grad[0]:
             ga = sum_to_shape(g @ np.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape)
         if self.needs_grad[1]:
-            if b2.ndim == 2 and a2.ndim > 2:
-                flat_a = a2.reshape(-1, a2.shape[-1])
-                gb = (flat_a.T @ g.reshape(-1, g.shape[-1])).reshape(b.shape)
-            else:
-                gb = sum_to_shape(np.swapaxes(a2, -1, -2) @ g, b2.shape).reshape(b.shape)
+            gb = sum_to_shape(np.swapaxes(a2, -1, -2) @ g, b2.shape).reshape(b.shape)
         return ga, gb
 
 

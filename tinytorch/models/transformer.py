@@ -208,8 +208,7 @@ class GPT(Module):
             )
         positions = np.arange(past, past + seq_len)[None]  # (1, T)
         x = self.token_embedding(ids) + self.position_embedding(positions)  # (B, T, C)
-        # one new query may see every key: its causal mask would be all zeros, so it gets none
-        mask = None if seq_len == 1 else self._create_causal_mask(seq_len, past)  # (T, past + T)
+        mask = self._create_causal_mask(seq_len, past)  # (T, past + T)
         for i, block in enumerate(self.blocks):
             x = block(x, mask=mask, cache=None if cache is None else cache[i])
         x = self.ln_f(x)  # (B, T, C)

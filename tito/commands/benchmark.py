@@ -26,7 +26,10 @@ def run(
     ] = False,
     config: Annotated[
         str,
-        typer.Option(help="small, medium, gpt2-small or all (default: all; --quick: small)."),
+        typer.Option(
+            help="small, medium, gpt2-small, conv (the convolution rows) or all "
+            "(default: all; --quick: small)."
+        ),
     ] = "",
     out: Annotated[
         Path | None, typer.Option(help="Write the results as JSON to this file.")
@@ -36,9 +39,9 @@ def run(
     ] = False,
 ) -> None:
     """Time training steps and generation, measure peak memory, print the table."""
-    if config not in ("", "small", "medium", "gpt2-small", "all"):
+    if config not in ("", "small", "medium", "gpt2-small", "conv", "all"):
         raise TitoError(
-            f"unknown --config {config!r}", hint="choose small, medium, gpt2-small or all"
+            f"unknown --config {config!r}", hint="choose small, medium, gpt2-small, conv or all"
         )
     require_torch("the benchmark compares tinytorch with")
     if importlib.util.find_spec("benchmarks") is None:
