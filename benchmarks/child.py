@@ -166,7 +166,7 @@ def main(library: str, setting: str, row: Row) -> dict:
         raise ValueError(f"library must be tinytorch, {PLAIN} or torch, got {library!r}")
     if library == "torch":
         # PyTorch as a user runs it: importing the preset table must not tune this process's
-        # allocator the way tinytorch does for itself (module 05, keep_freed_memory)
+        # allocator the way tinytorch does for itself (tinytorch/core/allocator.py)
         os.environ["TINYTORCH_KEEP_FREED_MEMORY"] = "0"
         import torch
 

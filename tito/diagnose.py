@@ -187,12 +187,11 @@ def _stage_own(module: CourseModule, into: Path) -> None:
     (their code, as their package holds it) and the given files, nothing later in the course."""
     import shutil
 
-    from tito.catalog import GIVEN
-    from tito.scoring import requirement_closure
+    from tito.catalog import GIVEN, closure
 
     source = paths.root() / "tinytorch"
     files = [*source.rglob("__init__.py"), *(source.parent / name for name in GIVEN)]
-    for required in requirement_closure(module):
+    for required in closure(module):
         files += [paths.root() / rel for rel in required.package_files()]
     for path in files:
         if path.is_file():

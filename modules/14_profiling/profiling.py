@@ -356,9 +356,6 @@ from tinytorch.core.hooks import Listener, listen
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.tensor import Tensor
 
-if __name__ != "__main__":  # the package file; this notebook defines them above
-    from tinytorch.profile.flops import MATMUL_OPS, backward_flops, forward_flops
-
 
 @dataclass
 class Event:
@@ -692,9 +689,6 @@ def profile_generation(model, prompt, new_tokens: int = 32, repeats: int = 3, **
 """The machine's roofs, a table and plots of where the time goes (module 14)."""
 
 import numpy as np
-
-if __name__ != "__main__":  # the package file; this notebook defines them above
-    from tinytorch.profile.profiler import latency, matmul_share
 
 
 def machine_rates(size: int = 512, repeats: int = 7) -> dict[str, float]:

@@ -302,9 +302,6 @@ import numpy as np
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import Tensor
 
-if __name__ != "__main__":  # the package file; this notebook defines it above
-    from tinytorch.compress.pruning import linears
-
 
 # %% nbgrader={"grade": false, "grade_id": "lowrank", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export compress.lowrank

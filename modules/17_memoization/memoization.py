@@ -219,9 +219,6 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.models.transformer import _check_generate_args, sample_next, token_ids_2d
 
-if __name__ != "__main__":  # the package file; this notebook defines KVCache above
-    from tinytorch.memo.kvcache import KVCache
-
 
 def _heads(t: Tensor, num_heads: int) -> np.ndarray:
     """(B, T, E) Tensor -> (B, H, T, D) array: the heads side by side."""

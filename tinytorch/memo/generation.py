@@ -10,10 +10,8 @@ import numpy as np
 from tinytorch.core.attention import causal_mask
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import ShapeError, Tensor
+from tinytorch.memo.kvcache import KVCache
 from tinytorch.models.transformer import _check_generate_args, sample_next, token_ids_2d
-
-if __name__ != "__main__":  # the package file; this notebook defines KVCache above
-    from tinytorch.memo.kvcache import KVCache
 
 
 def _heads(t: Tensor, num_heads: int) -> np.ndarray:
