@@ -116,6 +116,9 @@ def check_untrusted(path: Path, meta: dict) -> None:
         value = stored.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= limit:
             raise MilestoneError(f"the run's {key} {value!r} is outside 1..{limit}")
+    record = meta.get("tokenizer")
+    if isinstance(record, dict) and len(record.get("merges") or record.get("chars") or "") > 8192:
+        raise MilestoneError("the run's stored tokenizer is larger than 8192 entries")
     if stored.get("tokenizer", "char") not in tokens.KINDS:
         raise MilestoneError(f"the run's tokenizer {stored.get('tokenizer')!r} is unknown")
 

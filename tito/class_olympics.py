@@ -109,6 +109,9 @@ def measure_class(course: Path, event: str, baseline_run: Path, repeats: int = 5
         except (TitoError, MilestoneError) as err:
             results.append(Result(student, reason=str(getattr(err, "message", err))))
             continue
+        except Exception as err:  # noqa: BLE001 - a malformed file stops this one, not the class
+            results.append(Result(student, reason=f"unreadable run ({type(err).__name__}: {err})"))
+            continue
         if baseline is None:
             from tinytorch.olympics.rules import Measured
 

@@ -13,7 +13,7 @@ from tito.catalog import MODULES
 def test_errors_and_hints_go_to_stderr(project, cli):
     result = cli("module", "open", "99")
     assert result.exit_code == 1
-    assert "error: unknown module '99'" in result.stderr and "hint:" in result.stderr
+    assert "error: there is no module 99" in result.stderr and "hint:" in result.stderr
     assert "error" not in result.stdout
 
 

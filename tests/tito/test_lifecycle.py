@@ -94,7 +94,7 @@ def test_export_check_detects_a_hand_edit(project, cli):
 def test_unknown_module_is_one_clear_line(project, cli):
     result = cli("module", "open", "99")
     assert result.exit_code == 1
-    assert "unknown module '99'" in result.output and "Traceback" not in result.output
+    assert "there is no module 99" in result.output and "Traceback" not in result.output
     assert "unknown module" in cli("test", "nosuch").output
 
 

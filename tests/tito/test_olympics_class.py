@@ -126,3 +126,30 @@ def test_an_oversized_model_is_refused_before_it_is_built(tmp_path):
     }
     with pytest.raises(MilestoneError, match="embed_dim 8192 is outside"):
         check_untrusted(path, meta)
+
+
+def test_a_malformed_run_is_refused_and_the_class_goes_on(tmp_path, monkeypatch):
+    from milestones import olympics
+
+    folder = tmp_path / "course"
+    for student in ("broken", "fine"):
+        run = folder / "submitted" / student / "20_capstone" / "run"
+        run.mkdir(parents=True)
+        (run / "checkpoint.npz").write_bytes(b"PK not a zip")
+    measured = []
+
+    def fake(event, run, *args, **kwargs):
+        if "broken" in str(run):
+            raise KeyError("config")  # what a checkpoint with odd metadata could raise
+        measured.append(run)
+        return {"score": 1.0, "measured": {}, "violation": None, "checkpoint_sha256": "x",
+                "when": "now", "baseline": {}}  # fmt: skip
+
+    from tinytorch.olympics.rules import Measured
+
+    monkeypatch.setattr(olympics, "measure", lambda *a, **k: Measured(1.0, 1, 1.0))
+    monkeypatch.setattr(olympics, "run_event", fake)
+    monkeypatch.setattr(class_olympics, "store", lambda *a: None)
+    results = {r.student: r for r in class_olympics.measure_class(folder, "size", tmp_path)}
+    assert "unreadable run (KeyError" in results["broken"].reason
+    assert results["fine"].record is not None and len(measured) == 1
