@@ -273,31 +273,44 @@ def autograde(
             submissions[name] = _read_submission(notebook)
         except TitoError as err:
             outcomes[name] = Outcome(name, False, err.message)
-    scoring.use_in_gradebook(api)
     with tempfile.TemporaryDirectory(prefix="tito-reference-") as folder:
         stage = Path(folder)
         scoring.stage_reference(module, stage)
+        expected = None
+        if submissions:  # the reference's numbers: once per run, on a seed picked now
+            seed = scoring.new_seed()
+            expected = scoring.reference(module, source, stage, timeout, seed, unsafe)
 
         def score(name: str):
-            return scoring.score(module, source, submissions[name], stage, timeout, unsafe)
+            return scoring.score(
+                module, source, submissions[name], stage, timeout, unsafe, expected
+            )
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             running = {name: pool.submit(score, name) for name in submissions}
             for name, future in running.items():  # the gradebook is written from this thread
                 scored = future.result()
                 outcomes[name] = _record(api, module, name, scored)
-    return [outcomes[name] for name in sorted(outcomes)]
+    found = [outcomes[name] for name in sorted(outcomes)]
+    from tito.gradebook import record_outcomes  # it reads this file's names: imported late
+
+    record_outcomes(course, module, found)
+    return found
 
 
 def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcome:
-    """nbgrader's autograde with the sandbox's verdicts in place of executing the notebook."""
+    """nbgrader's autograde with the sandbox's verdicts in place of executing the notebook:
+    nbgrader's own pipeline, its Execute step replaced by an InjectVerdicts that holds them."""
+    from nbgrader.apps.api import capture_log
+    from nbgrader.utils import temp_attrs
+
     from tito import scoring
 
-    scoring.PENDING[name] = scored
-    try:
-        result = api.autograde(assignment_id(module), name, force=True, create=True)
-    finally:
-        scoring.PENDING.pop(name, None)
+    with temp_attrs(api.coursedir, assignment_id=assignment_id(module), student_id=name):
+        app = Autograde(coursedir=api.coursedir, parent=api)
+        app.autograde_preprocessors = scoring.recording_preprocessors(scored)
+        app.force, app.create_student = True, True
+        result = capture_log(app)
     if not result["success"]:
         # duplicate or renamed grade ids stop nbgrader with a misleading line; name the cause
         cause = next((n for n in scored.notes if "grade id" in n), None)

@@ -27,12 +27,13 @@ from nbformat.v4 import new_output
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
-from tito import exporter, lifecycle, paths, sandbox
+from tito import exporter, judge, lifecycle, npzwire, paths, sandbox
 from tito.catalog import GIVEN, MODULES, CourseModule
 from tito.errors import TitoError
 from tito.refusals import bound_names, forbidden, parse, protected_names
 
 RUNNER = Path(__file__).with_name("check_runner.py")
+WIRE = Path(__file__).with_name("npzwire.py")
 SLACK = 3.0  # seconds a check gets beyond the timeout: Python and numpy start, setup cells
 MEMORY_BYTES = 2 * 2**30
 LIMITS = {
@@ -165,14 +166,15 @@ def check_limit(timeout: float) -> float:
     return 2 * timeout + 1
 
 
-def build_job(program: Program, nonces: list[str], paths: list[str], timeout: float) -> str:
+def build_job(program: Program, nonces: list[str], paths: list[str], timeout: float,
+              seed: int = 0) -> str:  # fmt: skip
     checks = [
         {"label": grade_id, "code": code, "index": index, "nonce": nonce}
         for (grade_id, _, code, index), nonce in zip(program.checks, nonces, strict=True)
     ]
     cells = [[label, text, index] for label, text, index in program.cells]
     limits = dict(LIMITS, RLIMIT_CPU=int(check_limit(timeout)) + 1)
-    job = {"limits": limits, "path": paths, "timeout": timeout, "cells": cells}
+    job = {"limits": limits, "path": paths, "timeout": timeout, "cells": cells, "seed": seed}
     return json.dumps(dict(job, checks=checks))
 
 
@@ -221,6 +223,79 @@ def read_verdict(output: str, nonce: str, check: Check, timeout: float) -> list[
     return notes
 
 
+@dataclass
+class Run:
+    """One sandboxed run of every check of a program, and each check's nonce."""
+
+    output: str
+    nonces: list[str]
+    seconds: float
+    stopped: str
+    export_error: str = ""
+
+
+def run_checks(module: CourseModule, program: Program, stage: Path, timeout: float, seed: int,
+               unsafe: bool = False, origin: str = "the submission") -> Run:  # fmt: skip
+    """Every check of `program`, each in a fresh process of one sandbox, over `stage` (the
+    reference of the modules `module` requires) with the program's own export of `module`."""
+    with tempfile.TemporaryDirectory(prefix="tito-grade-") as folder:
+        work = Path(folder)
+        shutil.copytree(stage, work / "stage")
+        export_error = ""
+        try:
+            files = exporter.render(program.merged, module, origin=origin)
+            exporter.write(files, work / "stage" / "tinytorch")
+        except TitoError as err:
+            export_error = f"{origin}'s export failed: {err.message}"
+        shutil.copyfile(RUNNER, work / RUNNER.name)
+        shutil.copyfile(WIRE, work / WIRE.name)
+        mount = work if unsafe else Path(sandbox.MOUNT)
+        search = [str(mount / "stage"), _numpy_dir()]
+        nonces = [secrets.token_hex(16) for _ in program.checks]
+        job = build_job(program, nonces, search, timeout, seed)
+        wall = SLACK + len(program.checks) * (check_limit(timeout) + 0.5)
+        run = sandbox.run_python(RUNNER.name, work, job, wall, unsafe=unsafe)
+    stopped = run.ending() if run.stopped else ""
+    return Run(run.output, nonces, run.seconds, stopped, export_error)
+
+
+@dataclass
+class Reference:
+    """The reference's numbers for one module on one seed, computed once per autograde run and
+    compared with every submission's: check grade id -> its numbers, or None for a check cell
+    that is not a probe (judged by its pass line, the old way)."""
+
+    seed: int
+    numbers: dict[str, judge.Numbers | None]
+    seconds: float = 0.0
+
+
+def new_seed() -> int:
+    """A seed no submission can know in advance."""
+    return secrets.randbits(32)
+
+
+def reference(module: CourseModule, source: nbformat.NotebookNode, stage: Path, timeout: float,
+              seed: int, unsafe: bool = False) -> Reference:  # fmt: skip
+    """Run the reference's checks (its own export over `stage`) on `seed`, in the sandbox."""
+    program = build_program(source, source)
+    run = run_checks(module, program, stage, timeout, seed, unsafe, origin="the reference")
+    if run.export_error:
+        raise TitoError(run.export_error, hint=f"fix {module.source}, then `tito grade init`")
+    numbers: dict[str, judge.Numbers | None] = {}
+    for (grade_id, points, _, _), nonce in zip(program.checks, run.nonces, strict=True):
+        check = Check(grade_id, points)
+        read_verdict(run.output, nonce, check, timeout)
+        sent = npzwire.from_lines(run.output, nonce, "numbers")
+        if sent:
+            numbers[grade_id] = judge.read_numbers(sent)
+        elif check.passed:
+            numbers[grade_id] = None  # a plain assert cell: its pass line decides
+        else:
+            numbers[grade_id] = judge.Numbers(problem=f"the reference failed: {check.reason}")
+    return Reference(seed, numbers, run.seconds)
+
+
 def score(
     module: CourseModule,
     source: nbformat.NotebookNode,
@@ -228,8 +303,10 @@ def score(
     reference_stage: Path,
     timeout: float,
     unsafe: bool = False,
+    expected: Reference | None = None,
 ) -> Scored:
-    """Run every check of one submission, each in a fresh process of one sandbox."""
+    """Run every check of one submission, each in a fresh process of one sandbox; a probe's
+    numbers are judged against the reference's (`expected`, on its seed)."""
     program = build_program(source, submission)
     checks = [Check(grade_id, points) for grade_id, points, _, _ in program.checks]
     scored = Scored(checks, list(program.notes))
@@ -238,28 +315,25 @@ def score(
         for check in checks:
             check.reason = "not run (see the first message)"
         return scored
-    with tempfile.TemporaryDirectory(prefix="tito-grade-") as folder:
-        work = Path(folder)
-        shutil.copytree(reference_stage, work / "stage")
-        try:
-            files = exporter.render(program.merged, module, origin="the submission")
-            exporter.write(files, work / "stage" / "tinytorch")
-        except TitoError as err:
-            scored.notes.append(f"the submission's export failed: {err.message}")
-        shutil.copyfile(RUNNER, work / RUNNER.name)
-        mount = work if unsafe else Path(sandbox.MOUNT)
-        search = [str(mount / "stage"), _numpy_dir()]
-        nonces = [secrets.token_hex(16) for _ in checks]
-        job = build_job(program, nonces, search, timeout)
-        wall = SLACK + len(checks) * (check_limit(timeout) + 0.5)
-        run = sandbox.run_python(RUNNER.name, work, job, wall, unsafe=unsafe)
+    if expected is None:
+        expected = reference(module, source, reference_stage, timeout, new_seed(), unsafe)
+    run = run_checks(module, program, reference_stage, timeout, expected.seed, unsafe)
+    if run.export_error:
+        scored.notes.append(run.export_error)
     scored.seconds = run.seconds
-    for check, nonce in zip(checks, nonces, strict=True):
+    for check, nonce in zip(checks, run.nonces, strict=True):
         for note in read_verdict(run.output, nonce, check, timeout):
             if f"cell {note}" not in scored.notes:
                 scored.notes.append(f"cell {note}")
+        wanted = expected.numbers.get(check.grade_id)
+        if wanted is not None:  # a probe: only the numbers decide
+            mine = judge.read_numbers(npzwire.from_lines(run.output, nonce, "numbers"))
+            why = judge.judge(mine, wanted)
+            if mine.problem == "no numbers came back" and not check.passed and check.reason:
+                why = check.reason  # the cell itself raised, or the process died: say so
+            check.passed, check.reason = not why, why
         if run.stopped and not check.passed and not check.reason.startswith("timeout"):
-            check.reason = f"{run.ending()}: the grading process was stopped"
+            check.reason = f"{run.stopped}: the grading process was stopped"
     return scored
 
 
@@ -271,14 +345,16 @@ def _numpy_dir() -> str:
 
 # --- into nbgrader's gradebook ------------------------------------------------------------------
 
-PENDING: dict[str, Scored] = {}  # student -> verdicts, read by InjectVerdicts during autograde
-
 
 class InjectVerdicts(NbGraderPreprocessor):
     """Stands where nbgrader's Execute stands: instead of running the notebook, it gives each
     graded cell the output of its sandboxed check, and an error output when the check failed,
     so nbgrader's own SaveAutoGrades records exactly the sandbox's verdicts. Other cells keep
-    no output; no student code runs in this process."""
+    no output; no student code runs in this process. One instance holds one submission's."""
+
+    def __init__(self, scored: Scored, **kwargs):
+        super().__init__(**kwargs)
+        self.scored = scored
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
@@ -287,8 +363,7 @@ class InjectVerdicts(NbGraderPreprocessor):
         meta = _meta(cell)
         if not meta.get("grade") or meta.get("solution"):
             return cell, resources
-        scored = PENDING[resources["nbgrader"]["student"]]
-        check = next((c for c in scored.checks if c.grade_id == meta.get("grade_id")), None)
+        check = next((c for c in self.scored.checks if c.grade_id == meta.get("grade_id")), None)
         if check is None:
             reason = f"'{meta.get('grade_id')}' is not a check of this assignment"
             check = Check(str(meta.get("grade_id")), 0.0, reason=reason)
@@ -302,14 +377,8 @@ class InjectVerdicts(NbGraderPreprocessor):
         return cell, resources
 
 
-def use_in_gradebook(api) -> None:
-    """Make the api's autograde record InjectVerdicts' verdicts instead of executing cells."""
-    config = api.config
-    steps = config.Autograde.get("autograde_preprocessors") or (
-        Autograde.class_traits()["autograde_preprocessors"].default()
-    )
-    config.Autograde.autograde_preprocessors = [
-        InjectVerdicts if step is Execute else step
-        for step in steps
-        if getattr(step, "__name__", "") != "StderrIsNotFailure"
-    ]
+def recording_preprocessors(scored: Scored) -> list:
+    """nbgrader's autograde pipeline with its Execute step replaced by one InjectVerdicts
+    holding `scored`: it records the verdicts instead of executing cells."""
+    steps = Autograde.class_traits()["autograde_preprocessors"].default()
+    return [InjectVerdicts(scored, enabled=True) if step is Execute else step for step in steps]
