@@ -64,7 +64,7 @@ def compare_value(name: str, mine: np.ndarray, ref: np.ndarray, rtol: float, ato
     finite = np.isfinite(b)
     if not np.array_equal(np.isfinite(a), finite):
         bad = int(np.count_nonzero(np.isfinite(a) != finite))
-        return f"'{name}' is NaN or infinite in {bad} place(s) where the reference's is not (or back)"
+        return f"'{name}' is NaN or infinite in {bad} place(s) where the reference's is finite"
     if not np.array_equal(a[~finite], b[~finite], equal_nan=True):
         return f"'{name}' has the wrong NaN or infinity where the reference's is not finite"
     a, b = a[finite], b[finite]
