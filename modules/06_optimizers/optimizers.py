@@ -405,5 +405,7 @@ def test_adamw_decays_weights_directly(rng):
     assert q.grad is None
     return {
         "adamw": trajectory(lambda ps: AdamW(ps, lr=0.01, weight_decay=0.1), rng),
-        "strong": trajectory(lambda ps: AdamW(ps, lr=0.05, betas=(0.5, 0.9), weight_decay=1.0), rng),
+        "strong": trajectory(
+            lambda ps: AdamW(ps, lr=0.05, betas=(0.5, 0.9), weight_decay=1.0), rng
+        ),
     }
