@@ -61,8 +61,11 @@ class _Gut(ast.NodeTransformer):
 
 
 def gutted(code: str, kind: str) -> str:
+    """The cell's code with its functions made trivial; its `#|` directives (export) kept."""
     tree = _Gut(kind).visit(ast.parse(code))
-    return HELPER + "\n" + ast.unparse(ast.fix_missing_locations(tree))
+    directives = [line for line in code.splitlines() if line.startswith("#|")]
+    body = ast.unparse(ast.fix_missing_locations(tree))
+    return "\n".join([*directives, HELPER, body])
 
 
 def trivial(source: nbformat.NotebookNode, kind: str) -> nbformat.NotebookNode:

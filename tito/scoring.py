@@ -7,10 +7,14 @@ For each graded (locked test) cell of module N, a fresh sandboxed Python process
 - then the check itself, taken from the source (hidden tests included);
 
 against a package staged for this submission: the reference export of the modules N requires
-(and nothing of N or later modules), plus the student's own export of module N. The sandboxed
-process prints a verdict line carrying a random nonce it got on stdin; tito, which never imports
-student code, reads it. Before anything runs, the student's solution cells are read (not run)
-and refused when they reach for the grader's machinery (tito/refusals.py).
+(and nothing of N or later modules), plus the student's own export of module N. Every graded
+cell is a probe (`@graded`, tinytorch/checks.py): the process calls it on a seed the grader
+picked and sends back only the numbers it returned (tito/npzwire.py). The same programme runs
+once over the reference, on the same seed, in a sandbox of its own (`reference`, once per module
+and autograde run). tito, which imports neither, compares the two (tito/judge.py): the numbers
+decide, never what the student's process says about itself. Before anything runs, the
+student's solution cells are read (not run) and refused when they reach for the grader's
+machinery (tito/refusals.py): defence in depth, not the wall.
 """
 
 from __future__ import annotations
@@ -262,17 +266,22 @@ def run_checks(module: CourseModule, program: Program, stage: Path, timeout: flo
 @dataclass
 class Reference:
     """The reference's numbers for one module on one seed, computed once per autograde run and
-    compared with every submission's: check grade id -> its numbers, or None for a check cell
-    that is not a probe (judged by its pass line, the old way)."""
+    compared with every submission's: check grade id -> its numbers (with a problem when the
+    reference itself gave none: then no submission can pass that check)."""
 
     seed: int
-    numbers: dict[str, judge.Numbers | None]
+    numbers: dict[str, judge.Numbers]
     seconds: float = 0.0
 
 
 def new_seed() -> int:
     """A seed no submission can know in advance."""
     return secrets.randbits(32)
+
+
+NOT_A_PROBE = (
+    "the graded cell is not a probe (`@graded` from tinytorch.checks), so it cannot be judged"
+)
 
 
 def reference(module: CourseModule, source: nbformat.NotebookNode, stage: Path, timeout: float,
@@ -282,7 +291,7 @@ def reference(module: CourseModule, source: nbformat.NotebookNode, stage: Path, 
     run = run_checks(module, program, stage, timeout, seed, unsafe, origin="the reference")
     if run.export_error:
         raise TitoError(run.export_error, hint=f"fix {module.source}, then `tito grade init`")
-    numbers: dict[str, judge.Numbers | None] = {}
+    numbers: dict[str, judge.Numbers] = {}
     for (grade_id, points, _, _), nonce in zip(program.checks, run.nonces, strict=True):
         check = Check(grade_id, points)
         read_verdict(run.output, nonce, check, timeout)
@@ -290,7 +299,7 @@ def reference(module: CourseModule, source: nbformat.NotebookNode, stage: Path, 
         if sent:
             numbers[grade_id] = judge.read_numbers(sent)
         elif check.passed:
-            numbers[grade_id] = None  # a plain assert cell: its pass line decides
+            numbers[grade_id] = judge.Numbers(problem=NOT_A_PROBE)
         else:
             numbers[grade_id] = judge.Numbers(problem=f"the reference failed: {check.reason}")
     return Reference(seed, numbers, run.seconds)
@@ -305,8 +314,9 @@ def score(
     unsafe: bool = False,
     expected: Reference | None = None,
 ) -> Scored:
-    """Run every check of one submission, each in a fresh process of one sandbox; a probe's
-    numbers are judged against the reference's (`expected`, on its seed)."""
+    """Run every check of one submission, each in a fresh process of one sandbox, and judge
+    its probes' numbers against the reference's (`expected`, on its seed; computed here when
+    not given)."""
     program = build_program(source, submission)
     checks = [Check(grade_id, points) for grade_id, points, _, _ in program.checks]
     scored = Scored(checks, list(program.notes))
@@ -325,13 +335,15 @@ def score(
         for note in read_verdict(run.output, nonce, check, timeout):
             if f"cell {note}" not in scored.notes:
                 scored.notes.append(f"cell {note}")
-        wanted = expected.numbers.get(check.grade_id)
-        if wanted is not None:  # a probe: only the numbers decide
-            mine = judge.read_numbers(npzwire.from_lines(run.output, nonce, "numbers"))
-            why = judge.judge(mine, wanted)
-            if mine.problem == "no numbers came back" and not check.passed and check.reason:
-                why = check.reason  # the cell itself raised, or the process died: say so
-            check.passed, check.reason = not why, why
+        # Only the numbers decide; what the process said (its verdict line) only explains.
+        wanted = expected.numbers.get(check.grade_id) or judge.Numbers(problem=NOT_A_PROBE)
+        mine = judge.read_numbers(npzwire.from_lines(run.output, nonce, "numbers"))
+        why = judge.judge(mine, wanted)
+        if mine.problem == "no numbers came back" and not wanted.problem and check.reason:
+            why = check.reason  # the cell itself raised, or the process died: say so
+        elif why and not mine.problem and check.reason.endswith("(tampering)"):
+            why = check.reason
+        check.passed, check.reason = not why, why
         if run.stopped and not check.passed and not check.reason.startswith("timeout"):
             check.reason = f"{run.stopped}: the grading process was stopped"
     return scored
