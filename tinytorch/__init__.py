@@ -24,18 +24,28 @@ COURSE = {
     "tinytorch.core.optimizers": "06 optimizers",
     "tinytorch.core.training": "07 training",
     "tinytorch.data.loader": "08 dataloader",
+    "tinytorch.core.spatial": "09 convolutions",
     "tinytorch.text.tokenization": "10 tokenization",
     "tinytorch.text.embeddings": "11 embeddings",
     "tinytorch.core.attention": "12 attention",
     "tinytorch.nn.normalization": "13 transformers",
     "tinytorch.nn.feedforward": "13 transformers",
     "tinytorch.models.transformer": "13 transformers",
+    "tinytorch.profile.flops": "14 profiling",
+    "tinytorch.profile.profiler": "14 profiling",
+    "tinytorch.profile.report": "14 profiling",
+    "tinytorch.compress.quantization": "15 quantization",
+    "tinytorch.compress.pruning": "16 compression",
+    "tinytorch.compress.lowrank": "16 compression",
+    "tinytorch.compress.distillation": "16 compression",
     "tinytorch.memo.kvcache": "17 memoization",
     "tinytorch.memo.generation": "17 memoization",
     "tinytorch.accel.kernels": "18 acceleration",
     "tinytorch.accel.optim": "18 acceleration",
     "tinytorch.accel.parallel": "18 acceleration",
     "tinytorch.accel.accelerate": "18 acceleration",
+    "tinytorch.bench.harness": "19 benchmarking",
+    "tinytorch.olympics.rules": "20 capstone",
 }
 
 
@@ -76,5 +86,20 @@ _HOMES = {
 }
 __all__ = sorted(_HOMES)
 __getattr__, __dir__ = lazy_names(
-    "tinytorch", _HOMES, ("accel", "core", "data", "memo", "models", "nn", "optim", "text")
+    "tinytorch",
+    _HOMES,
+    (
+        "accel",
+        "bench",
+        "compress",
+        "core",
+        "data",
+        "memo",
+        "models",
+        "nn",
+        "olympics",
+        "optim",
+        "profile",
+        "text",
+    ),  # fmt: skip
 )

@@ -52,6 +52,9 @@ MODULES: tuple[CourseModule, ...] = (
     ),
     CourseModule(8, "dataloader", "DataLoader", ("data.loader",), (1,), "tests/08_dataloader"),
     CourseModule(
+        9, "convolutions", "Convolutions", ("core.spatial",), (1, 3, 5), "tests/09_convolutions"
+    ),
+    CourseModule(
         10, "tokenization", "Tokenization", ("text.tokenization",), (), "tests/10_tokenization"
     ),
     CourseModule(
@@ -81,6 +84,30 @@ MODULES: tuple[CourseModule, ...] = (
         "tests/13_transformers",
     ),
     CourseModule(
+        14,
+        "profiling",
+        "Profiling",
+        ("profile.flops", "profile.profiler", "profile.report"),
+        (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13),
+        "tests/14_profiling",
+    ),
+    CourseModule(
+        15,
+        "quantization",
+        "Quantization",
+        ("compress.quantization",),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        "tests/15_quantization",
+    ),
+    CourseModule(
+        16,
+        "compression",
+        "Compression",
+        ("compress.pruning", "compress.lowrank", "compress.distillation"),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        "tests/16_compression",
+    ),
+    CourseModule(
         17,
         "memoization",
         "Memoization",
@@ -99,6 +126,7 @@ MODULES: tuple[CourseModule, ...] = (
     CourseModule(
         19, "benchmarking", "Benchmarking", ("bench.harness",), (), "tests/19_benchmarking"
     ),
+    CourseModule(20, "capstone", "Capstone", ("olympics.rules",), (1, 5), "tests/20_capstone"),
 )
 
 
@@ -111,11 +139,6 @@ def complete_key(incomplete: str) -> list[str]:
     """Shell completion for a module argument: numbers and names that start with the input."""
     keys = [f"{m.number:02d}" for m in MODULES] + [m.slug for m in MODULES]
     return [k for k in keys if k.startswith(incomplete.lower())]
-
-
-# Numbers the course keeps free for later parts (see the README's module table).
-PLANNED = {9: "convolutions", **dict.fromkeys(range(14, 21), "the optimization tier")}
-RESERVED = {n: part for n, part in PLANNED.items() if n not in {m.number for m in MODULES}}
 
 
 def missing(numbers: tuple[int, ...], root: Path) -> list[CourseModule]:
@@ -143,11 +166,8 @@ def find(key: str | int) -> CourseModule:
         if text in (module.slug, module.name):
             return module
     known = ", ".join(f"{m.number:02d} {m.slug}" for m in MODULES)
-    if text.isdigit() and int(text) in RESERVED:
-        raise TitoError(
-            f"module {int(text):02d} ({RESERVED[int(text)]}) is not part of this course yet",
-            hint=f"choose one of: {known}",
-        )
+    if text.isdigit():
+        raise TitoError(f"there is no module {int(text):02d}", hint=f"choose one of: {known}")
     close = difflib.get_close_matches(text, [m.slug for m in MODULES], n=1, cutoff=0.6)
     if close:
         raise TitoError(f"unknown module '{key}'; did you mean '{close[0]}'?", hint=known)
