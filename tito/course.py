@@ -254,10 +254,21 @@ def nbgrader_options(args: list[str]):
                 "e.g. --ExecutePreprocessor.timeout=120",
             )
     token = _command_line.set(KVArgParseConfigLoader(argv=args).load_config())
+    apis = _command_apis.set({})
     try:
         yield
     finally:
+        _command_apis.reset(apis)
         _command_line.reset(token)
+
+
+# the NbGraderAPI of each course folder, built once per tito command (grading._api)
+_command_apis: ContextVar[dict | None] = ContextVar("nbgrader_apis", default=None)
+
+
+def command_apis() -> dict | None:
+    """The running command's NbGraderAPIs by course folder (None outside a tito command)."""
+    return _command_apis.get()
 
 
 def course_config(course: Path) -> Config:

@@ -51,12 +51,19 @@ def autograde_preprocessors() -> list:
 
 
 def _api(course: Path) -> NbGraderAPI:
+    """The course's NbGraderAPI; one per course folder for the whole of a tito command."""
+    built = layout.command_apis()
+    if built is not None and course in built:
+        return built[course]
     config = course_config(course)
     tools_on_path()
     # nbgrader's gradebook trips SQLAlchemy session warnings that mean nothing to an instructor
     warnings.filterwarnings("ignore", category=SAWarning)
     config.NbGraderAPI.log_level = "WARN"
-    return NbGraderAPI(config=config)
+    api = NbGraderAPI(config=config)
+    if built is not None:
+        built[course] = api
+    return api
 
 
 # nbgrader's closing lines after any failure; the cause is logged before them

@@ -211,7 +211,7 @@ def test_bad_input_reads_as_one_clear_line(course: Course, tmp_path: Path):
                 "--student", "nobody")  # fmt: skip
     assert done.exit_code == 1 and "no submission from 'nobody'" in said(done)
     done = tito("grade", "autograde", 99, "--course", course.path)
-    assert done.exit_code == 1 and "unknown module '99'" in said(done)
+    assert done.exit_code == 1 and "there is no module 99" in said(done)
     done = tito("grade", "generate", course.module.number, "--course", tmp_path)
     assert done.exit_code == 1 and "not a tito course folder" in said(done)
     assert "Traceback" not in said(done)

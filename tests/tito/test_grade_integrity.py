@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -248,6 +248,7 @@ class Graded:
     before: dict[str, str]
     after: dict[str, str]
     unguarded: dict[str, float] | None = None  # student -> total, graded with no static check
+    unguarded_changed: list[str] = field(default_factory=list)  # files that run changed
 
 
 @pytest.fixture(scope="module")
@@ -296,8 +297,9 @@ def graded(tmp_path_factory) -> dict[int, Graded]:
         ]
         before = digest(watched)
         outcomes = {o.student: o for o in grading.autograde(course, module, jobs=2)}
+        after = digest(watched)
         scores = gradebook.scores(course, module)
-        unguarded = None
+        unguarded, changed = None, []
         if module.number in ATTACKED:  # the same class again, the static check switched off
             attacks = unguarded_attackers(module, source)
             for student, nb in attacks.items():
@@ -305,12 +307,16 @@ def graded(tmp_path_factory) -> dict[int, Graded]:
                 target.parent.mkdir(parents=True)
                 nbformat.write(nb, target)
             chosen = ["reference", "blank", *attacks]
+            again_before = digest(watched)
             with _no_static_check():
                 grading.autograde(course, module, chosen, jobs=2)
+            again_after = digest(watched)
+            changed = sorted(f for f in again_before if again_after.get(f) != again_before[f])
             again = gradebook.scores(course, module)
             unguarded = {student: again.total(student) for student in chosen}
-        after = digest(watched)
-        results[module.number] = Graded(course, module, outcomes, scores, before, after, unguarded)
+        results[module.number] = Graded(
+            course, module, outcomes, scores, before, after, unguarded, changed
+        )
     return results
 
 
@@ -360,6 +366,7 @@ def test_with_no_static_check_the_judge_alone_holds(graded, number):
     assert len(attackers_) >= 5
     for student in attackers_:
         assert totals[student] <= totals["blank"], (number, student)
+    assert graded[number].unguarded_changed == []
 
 
 @pytest.mark.parametrize("number", ATTACKED)
