@@ -170,6 +170,7 @@ class Outcome:
     message: str = ""  # one line: the first real cause of lost points, or why it was not graded
     checks: list = field(default_factory=list)  # scoring.Check per graded cell (sandboxed runs)
     seconds: float = 0.0  # time spent in sandboxed processes for this student
+    seed: int | None = None  # the seed the probes ran on (the same for the whole run)
 
 
 def students(
@@ -323,8 +324,8 @@ def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcom
         message = f"nbgrader could not record it: {_failure(result)}"
         if cause:
             message = f"{cause}; nbgrader cannot record such a notebook (restore the grade id)"
-        return Outcome(name, False, message, scored.checks, scored.seconds)
-    return Outcome(name, True, scored.summary(), scored.checks, scored.seconds)
+        return Outcome(name, False, message, scored.checks, scored.seconds, scored.seed)
+    return Outcome(name, True, scored.summary(), scored.checks, scored.seconds, scored.seed)
 
 
 def grading_timeout(api: NbGraderAPI) -> float:

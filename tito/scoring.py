@@ -70,6 +70,7 @@ class Scored:
     checks: list[Check]
     notes: list[str] = field(default_factory=list)  # one line each: setup errors, refusals
     seconds: float = 0.0
+    seed: int | None = None  # the seed the probes ran on
 
     def summary(self) -> str:
         """One line: the first real cause of lost points, naming the cell."""
@@ -327,6 +328,7 @@ def score(
         return scored
     if expected is None:
         expected = reference(module, source, reference_stage, timeout, new_seed(), unsafe)
+    scored.seed = expected.seed
     run = run_checks(module, program, reference_stage, timeout, expected.seed, unsafe)
     if run.export_error:
         scored.notes.append(run.export_error)
