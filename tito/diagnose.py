@@ -29,6 +29,7 @@ from tito import npzwire, paths
 from tito.catalog import CourseModule
 from tito.divergence import Difference, compare
 from tito.errors import TitoError
+from tito.notebooks import AST_LOCK
 
 ENGINE_HINT = (
     "every gradient computed before it matched, so they are passed on or summed wrongly: each "
@@ -107,7 +108,7 @@ def trace(cells: list[tuple[str, str]], checks: list[tuple[str, str]], path: lis
 def read_trace(data: bytes, max_bytes: int = LOCAL_BYTES) -> Trace:
     """A trace from the runner's .npz bytes: numbers only (tito/npzwire.py), events as JSON."""
     try:
-        arrays, record = npzwire.unpack(data, max_bytes)
+        arrays, record = npzwire.unpack(data, max_bytes, AST_LOCK)
         return Trace(list(record["checks"]), list(record["setup"]), arrays)
     except (npzwire.WireError, KeyError, TypeError) as err:
         raise TitoError(f"the diagnosis run sent back no usable trace: {err}") from None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import io
 import json
 import zipfile
@@ -39,8 +40,15 @@ def pack(arrays: dict, record: dict) -> bytes:
     return buffer.getvalue()
 
 
-def unpack(data: bytes, max_bytes: int) -> tuple[dict[str, np.ndarray], dict]:
-    """(arrays, record) from `pack`'s bytes, or a WireError naming what is wrong."""
+def unpack(data: bytes, max_bytes: int, lock=None) -> tuple[dict[str, np.ndarray], dict]:
+    """(arrays, record) from `pack`'s bytes, or a WireError naming what is wrong. numpy reads
+    each .npy header with ast.literal_eval, which is not thread-safe in CPython 3.11: callers in
+    threads pass the lock their other ast.parse calls hold (tito.notebooks.AST_LOCK)."""
+    with lock or contextlib.nullcontext():
+        return _unpack(data, max_bytes)
+
+
+def _unpack(data: bytes, max_bytes: int) -> tuple[dict[str, np.ndarray], dict]:
     if len(data) > max_bytes:
         raise WireError(f"{len(data)} bytes of numbers, more than the {max_bytes} allowed")
     try:
