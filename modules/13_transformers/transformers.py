@@ -569,7 +569,9 @@ def test_layernorm_normalises_each_position(rng):
     x = Tensor(rng.normal(1.0, 3.0, (2, 3, 16)).astype(np.float32), requires_grad=True)
     out = ln(x)
     backward_with(out, rng)
-    return {"y": out.data, "dx": x.grad, "dgamma": ln.gamma.grad, "dbeta": ln.beta.grad}
+    quiet = ln(Tensor(rng.normal(0.0, 0.03, (3, 16)).astype(np.float32))).data  # eps matters
+    return {"y": out.data, "dx": x.grad, "dgamma": ln.gamma.grad, "dbeta": ln.beta.grad,
+            "quiet": quiet}  # fmt: skip
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-layernorm-grad", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
