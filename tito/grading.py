@@ -249,9 +249,11 @@ def autograde(
     jobs: int = 1,
     unsafe: bool = False,
 ) -> list[Outcome]:
-    """Grade each submission on its own: every check runs in a fresh sandboxed process against
-    the student's code and the reference of earlier modules only (tito.scoring); nbgrader then
-    records the verdicts in the gradebook. `jobs` submissions are scored at once."""
+    """Grade each submission on its own: every check's probe runs in a fresh sandboxed process
+    over the student's code and the reference of earlier modules only, on a seed picked for this
+    run, and its numbers are judged against the reference's on the same seed (tito.scoring,
+    tito.judge); nbgrader then records the verdicts in the gradebook, and every outcome is
+    recorded in the course's tito/outcomes/. `jobs` submissions are scored at once."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tito import sandbox, scoring
