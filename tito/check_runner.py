@@ -2,16 +2,20 @@
 sandbox, with `python -I -S`; it is never imported by tito itself.
 
 stdin: one JSON job (see tito.scoring.build_job). stdout: whatever the cells print, and lines that
-start with the job's nonce, written only by this file:
+start with the job's nonce:
 
     <nonce> note <cell>: <error>    a setup cell raised (the check may still pass)
     <nonce> begin                   the check's own code starts here
+    <nonce> numbers <base64>        what the check's probes returned on the job's seed (an .npz,
+                                    tito/npzwire.py), when the check cell is a probe (`@graded`)
     <nonce> pass                    the check's code returned
     <nonce> fail <reason>           it raised
 
-The nonce is read from stdin before any student code runs and lives only in this function's
-locals; the static check in tito.scoring keeps submitted code away from frames, sys, os and the
-other ways to read it. A process that ends without a verdict line failed the check.
+Nothing in this output is trusted for a probe: tito compares the numbers with the reference's
+on the same seed (tito/judge.py), and a forged line or number can only be wrong. The pass line
+decides only cells that are not probes yet. The nonce is read from stdin before any student code
+runs and lives only in this function's locals; the static check in tito.scoring keeps submitted
+code away from frames, sys, os and the other ways to read it.
 """
 
 import __future__
@@ -30,6 +34,8 @@ import types
 # compares with (np.allclose, np.testing.assert_allclose, ...), even through an alias.
 FROZEN = ("numpy", "math")
 OUTPUT_LIMIT = 1 << 20  # bytes of output a check may write
+NUMBERS_BYTES = 512 * 2**10  # bytes of arrays a check's probes may return (sent as base64)
+WIRE = None  # tito/npzwire.py, loaded from the copy next to this file once numpy can be found
 
 
 class _ReadOnlyModule(types.ModuleType):
@@ -102,6 +108,44 @@ class _Compiler:
         return compiled
 
 
+def _probes(compiled, namespace, seed: int):
+    """Run a check cell with `@graded` collecting its probes, then each probe on the grader's
+    seed: (arrays keyed p<i>_<name>, one record per probe). A check cell with no probe (a plain
+    assert cell) gives no record."""
+    import numpy as np
+
+    from tinytorch.checks import Collect, outputs
+
+    Collect.probes = []
+    try:
+        exec(compiled, namespace)
+        probes = list(Collect.probes or [])
+    finally:
+        Collect.probes = None
+    arrays, records, budget = {}, [], NUMBERS_BYTES
+    for number, probe in enumerate(probes):
+        record = {"name": str(getattr(probe, "__name__", "probe"))[:100], "keys": [], "error": ""}
+        record["tolerance"] = dict(getattr(probe, "tolerance", {}))
+        records.append(record)
+        try:
+            result = outputs(probe(np.random.default_rng(seed)))
+            for name, array in result.items():
+                budget -= array.nbytes
+                if budget < 0:
+                    raise MemoryError(f"a probe may return {NUMBERS_BYTES} bytes in all")
+                arrays[f"p{number}_{name}"] = np.array(array, copy=True)
+                record["keys"].append(name)
+        except BaseException as err:
+            if isinstance(err, CellTimeout):
+                raise
+            record["error"] = _describe(err)
+            try:
+                traceback.print_exception(err, file=sys.stdout, limit=-8)
+            except BaseException:
+                pass
+    return arrays, records
+
+
 def _check(job: dict, check: dict) -> None:
     """In a forked child: the cells before the check, then the check; never returns."""
     nonce = check["nonce"]
@@ -119,8 +163,11 @@ def _check(job: dict, check: dict) -> None:
             write(f"\n{nonce} note {label}: {_describe(err)}\n")
     write(f"\n{nonce} begin\n")
     flush()
+    numbers = None
+    signal.setitimer(signal.ITIMER_REAL, max(job["timeout"], 0.01))
     try:
-        _run(compile_cell(check["code"], check["label"]), namespace, job["timeout"])
+        compiled = compile_cell(check["code"], check["label"])
+        numbers = _probes(compiled, namespace, job["seed"])
     except BaseException as err:
         verdict = f"fail {_describe(err)}"
         try:
@@ -129,6 +176,14 @@ def _check(job: dict, check: dict) -> None:
             pass
     else:
         verdict = "pass"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    if numbers is not None and numbers[1]:
+        try:
+            arrays, records = numbers
+            write(WIRE.line(nonce, "numbers", WIRE.pack(arrays, {"probes": records})))
+        except BaseException as err:
+            verdict = f"fail {_describe(err)}"
     write(f"\n{nonce} {verdict}\n")
     flush()
     os._exit(0)  # no atexit hook or finalizer of graded code runs after the verdict
@@ -167,6 +222,16 @@ def _collect(pid: int, pipe: int, seconds: float) -> tuple[bytes, str]:
     return b"".join(chunks)[:OUTPUT_LIMIT], ending
 
 
+def _load_wire() -> None:
+    import importlib.util
+
+    global WIRE
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "npzwire.py")
+    spec = importlib.util.spec_from_file_location("_npzwire", path)
+    WIRE = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(WIRE)
+
+
 def main() -> None:
     """Import numpy once, freeze it, then fork one fresh child per check: every check starts
     from the same state, in which no student code has run yet."""
@@ -176,6 +241,7 @@ def main() -> None:
         resource.setrlimit(getattr(resource, name), (value, value))
     sys.path[:0] = job["path"]
     sys.stderr = sys.stdout  # one stream, in order
+    _load_wire()
     _freeze()
     CellTimeout.seconds = job["timeout"]
     checks = job.pop("checks")

@@ -1,10 +1,12 @@
-"""The course folder tito grades in: where it is, how `tito grade init` makes it, and the
-nbgrader configuration it holds.
+"""The course folder tito grades in: where it is, how `tito grade init` makes it, the nbgrader
+configuration it holds, and its layout.
 
 The folder is a plain nbgrader course (source/, release/, submitted/, autograded/, feedback/,
 and the gradebook) with two configuration files: tito_config.py, tito's settings, rewritten by
 every init, and nbgrader_config.py, the instructor's, written once; it loads tito's first, so
-whatever the instructor sets wins, and `nbgrader ...` run in the folder behaves like tito.
+whatever the instructor sets wins, and `nbgrader ...` run in the folder behaves like tito. Where
+each stage's notebooks live is spelled out here only ("the layout"), as is tito's own record of
+autograde attempts (tito/outcomes/).
 """
 
 from __future__ import annotations
@@ -87,12 +89,64 @@ def find_course(course: Path | None = None) -> Path:
     return paths.root() / "course"
 
 
+# --- the layout: where each stage of a module's notebooks lives (nbgrader's, spelled out once) ---
+
+SOURCE, RELEASE, SUBMITTED, AUTOGRADED, FEEDBACK = (
+    "source", "release", "submitted", "autograded", "feedback"
+)  # fmt: skip
+PER_STUDENT = (SUBMITTED, AUTOGRADED, FEEDBACK)  # these hold one folder per student
+
+
 def assignment_id(module: CourseModule) -> str:
     return module.name
 
 
 def notebook_file(module: CourseModule) -> str:
     return f"{module.slug}.ipynb"
+
+
+def feedback_file(module: CourseModule) -> str:
+    return f"{module.slug}.html"
+
+
+def stage_root(course: Path, stage: str) -> Path:
+    """<course>/<stage>, e.g. <course>/submitted."""
+    if stage not in (SOURCE, RELEASE, *PER_STUDENT):
+        raise ValueError(f"no stage {stage!r} in a course folder")
+    return course / stage
+
+
+def assignment_dir(
+    course: Path, stage: str, module: CourseModule, student: str | None = None
+) -> Path:
+    """<course>/<stage>/[<student>/]<NN_slug>: a student's folder in submitted/, autograded/ and
+    feedback/, the instructor's in source/ and release/."""
+    if (stage in PER_STUDENT) != (student is not None):
+        raise ValueError(f"{stage}/ {'needs' if stage in PER_STUDENT else 'takes no'} student")
+    parts = [student] if student is not None else []
+    return stage_root(course, stage).joinpath(*parts, assignment_id(module))
+
+
+def notebook_path(
+    course: Path, stage: str, module: CourseModule, student: str | None = None
+) -> Path:
+    """The module's notebook in one stage (and one student's folder)."""
+    return assignment_dir(course, stage, module, student) / notebook_file(module)
+
+
+def feedback_path(course: Path, module: CourseModule, student: str) -> Path:
+    return assignment_dir(course, FEEDBACK, module, student) / feedback_file(module)
+
+
+def outcomes_dir(course: Path, module: CourseModule) -> Path:
+    """tito's record of each student's latest autograde attempt (tito/gradebook.py)."""
+    return course / "tito" / "outcomes" / assignment_id(module)
+
+
+def students_in(course: Path, stage: str, module: CourseModule) -> list[str]:
+    """Students with a folder for this module in a per-student stage, sorted."""
+    root = stage_root(course, stage)
+    return sorted(p.parent.name for p in root.glob(f"*/{assignment_id(module)}") if p.is_dir())
 
 
 @dataclass
@@ -162,7 +216,7 @@ def init_course(course: Path, timeout: int) -> InitResult:
         if not source.exists():
             result.missing.append(module)
             continue
-        target = course / "source" / assignment_id(module) / notebook_file(module)
+        target = notebook_path(course, SOURCE, module)
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(read_source(source), target)
         result.written.append(target)
@@ -200,10 +254,21 @@ def nbgrader_options(args: list[str]):
                 "e.g. --ExecutePreprocessor.timeout=120",
             )
     token = _command_line.set(KVArgParseConfigLoader(argv=args).load_config())
+    apis = _command_apis.set({})
     try:
         yield
     finally:
+        _command_apis.reset(apis)
         _command_line.reset(token)
+
+
+# the NbGraderAPI of each course folder, built once per tito command (grading._api)
+_command_apis: ContextVar[dict | None] = ContextVar("nbgrader_apis", default=None)
+
+
+def command_apis() -> dict | None:
+    """The running command's NbGraderAPIs by course folder (None outside a tito command)."""
+    return _command_apis.get()
 
 
 def course_config(course: Path) -> Config:

@@ -16,7 +16,6 @@ the student's own cell and line. It never shows reference code or a check's code
 from __future__ import annotations
 
 import difflib
-import io
 import json
 import subprocess
 import sys
@@ -26,18 +25,21 @@ from pathlib import Path
 
 import numpy as np
 
-from tito import paths
+from tito import npzwire, paths
 from tito.catalog import CourseModule
 from tito.divergence import Difference, compare
 from tito.errors import TitoError
+from tito.notebooks import AST_LOCK
 
 ENGINE_HINT = (
     "every gradient computed before it matched, so they are passed on or summed wrongly: each "
     "node's gradients are added up (+=, not =) and each node runs once, after all its users"
 )
 RUNNER = Path(__file__).with_name("trace_runner.py")
+WIRE = Path(__file__).with_name("npzwire.py")
 SEED = 0
 SANDBOX_BYTES = 2 * 2**20  # numbers a sandboxed trace may send back (base64 on stdout)
+LOCAL_BYTES = 300 * 2**20  # a local trace: trace_runner.MAX_BYTES of numbers and the events
 TIMEOUT = 600.0
 
 
@@ -103,12 +105,13 @@ def trace(cells: list[tuple[str, str]], checks: list[tuple[str, str]], path: lis
         return read_trace(found.read_bytes())
 
 
-def read_trace(data: bytes) -> Trace:
-    """A trace from the runner's .npz bytes: numbers only (no pickle), events as JSON."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-        arrays = {key: npz[key] for key in npz.files}
-    record = json.loads(arrays.pop("events").tobytes().decode())
-    return Trace(record["checks"], record["setup"], arrays)
+def read_trace(data: bytes, max_bytes: int = LOCAL_BYTES) -> Trace:
+    """A trace from the runner's .npz bytes: numbers only (tito/npzwire.py), events as JSON."""
+    try:
+        arrays, record = npzwire.unpack(data, max_bytes, AST_LOCK)
+        return Trace(list(record["checks"]), list(record["setup"]), arrays)
+    except (npzwire.WireError, KeyError, TypeError) as err:
+        raise TitoError(f"the diagnosis run sent back no usable trace: {err}") from None
 
 
 @dataclass
@@ -205,7 +208,6 @@ def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout
     """A submitted notebook's trace, made in the grading sandbox (instructor feedback): the
     source's cells with the student's solution cells, over the reference of the modules it
     requires. The trace comes back as numbers and names only; tito imports none of it."""
-    import base64
     import secrets
     import shutil
 
@@ -221,6 +223,7 @@ def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout
         work = Path(folder)
         stage_reference(module, work / "stage")
         shutil.copyfile(RUNNER, work / RUNNER.name)
+        shutil.copyfile(WIRE, work / WIRE.name)
         mount = work if unsafe else Path(sandbox.MOUNT)
         import numpy
 
@@ -233,10 +236,10 @@ def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout
             "max_bytes": SANDBOX_BYTES,
         }
         run = sandbox.run_python(RUNNER.name, work, json.dumps(job), timeout, unsafe=unsafe)
-    marks = [line for line in run.output.splitlines() if line.startswith(nonce + " trace ")]
+    marks = npzwire.from_lines(run.output, nonce, "trace")
     if len(marks) != 1:
         raise TitoError("the submission's diagnosis run ended without a trace")
-    trace = read_trace(base64.b64decode(marks[0].split(" ", 2)[2], validate=True))
+    trace = read_trace(marks[0], 2 * SANDBOX_BYTES)
     cells = Cells(
         "the submission", _solution_cells(source, submission, program), _known_lines(source)
     )

@@ -21,6 +21,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
+from tito import course as layout
 from tito import grading, paths
 from tito.catalog import MODULES, CourseModule
 from tito.errors import TitoError
@@ -53,7 +54,7 @@ CSV_COLUMNS = [  # nbgrader's CSV export, then tito's two
 
 
 def outcomes_dir(course: Path, module: CourseModule) -> Path:
-    return course / "tito" / "outcomes" / grading.assignment_id(module)
+    return layout.outcomes_dir(course, module)
 
 
 def record_outcomes(course: Path, module: CourseModule, outcomes: list) -> None:
@@ -163,10 +164,9 @@ def _entries(gb: Gradebook, course: Path, module: CourseModule) -> dict[str, Ent
             reason = record.get("message") or "could not be graded"
             # paths inside the course read shorter from it: submitted/ada/01_tensor/...
             entries[student] = Entry(UNGRADABLE, reason.replace(f"{course}{os.sep}", ""))
-    submitted = course / "submitted"
-    for folder in sorted(submitted.glob(f"*/{name}")):
+    for student in layout.students_in(course, layout.SUBMITTED, module):
         entries.setdefault(
-            folder.parent.name, Entry(NOT_GRADED, f"run `tito grade autograde {module.number}`")
+            student, Entry(NOT_GRADED, f"run `tito grade autograde {module.number}`")
         )
     return dict(sorted(entries.items()))
 
@@ -197,8 +197,7 @@ def scores(course: Path, module: CourseModule) -> Scores:
 
 def _grade_ids(course: Path, module: CourseModule) -> list[str]:
     """Graded cells in notebook order (the gradebook does not keep the order)."""
-    source = course / "source" / grading.assignment_id(module) / grading.notebook_file(module)
-    nb = nbformat.read(source, as_version=4)
+    nb = nbformat.read(layout.notebook_path(course, layout.SOURCE, module), as_version=4)
     return [
         cell.metadata["nbgrader"]["grade_id"]
         for cell in nb.cells

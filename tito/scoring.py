@@ -7,10 +7,14 @@ For each graded (locked test) cell of module N, a fresh sandboxed Python process
 - then the check itself, taken from the source (hidden tests included);
 
 against a package staged for this submission: the reference export of the modules N requires
-(and nothing of N or later modules), plus the student's own export of module N. The sandboxed
-process prints a verdict line carrying a random nonce it got on stdin; tito, which never imports
-student code, reads it. Before anything runs, the student's solution cells are read (not run)
-and refused when they reach for the grader's machinery (tito/refusals.py).
+(and nothing of N or later modules), plus the student's own export of module N. Every graded
+cell is a probe (`@graded`, tinytorch/checks.py): the process calls it on a seed the grader
+picked and sends back only the numbers it returned (tito/npzwire.py). The same programme runs
+once over the reference, on the same seed, in a sandbox of its own (`reference`, once per module
+and autograde run). tito, which imports neither, compares the two (tito/judge.py): the numbers
+decide, never what the student's process says about itself. Before anything runs, the
+student's solution cells are read (not run) and refused when they reach for the grader's
+machinery (tito/refusals.py): defence in depth, not the wall.
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ from nbformat.v4 import new_output
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
-from tito import catalog, exporter, lifecycle, paths, sandbox
+from tito import catalog, exporter, judge, lifecycle, npzwire, paths, sandbox
 from tito.catalog import GIVEN, CourseModule
 from tito.errors import TitoError
 from tito.refusals import bound_names, forbidden, parse, protected_names
 
 RUNNER = Path(__file__).with_name("check_runner.py")
+WIRE = Path(__file__).with_name("npzwire.py")
 SLACK = 3.0  # seconds a check gets beyond the timeout: Python and numpy start, setup cells
 MEMORY_BYTES = 2 * 2**30
 LIMITS = {
@@ -65,6 +70,7 @@ class Scored:
     checks: list[Check]
     notes: list[str] = field(default_factory=list)  # one line each: setup errors, refusals
     seconds: float = 0.0
+    seed: int | None = None  # the seed the probes ran on
 
     def summary(self) -> str:
         """One line: the first real cause of lost points, naming the cell."""
@@ -159,14 +165,15 @@ def check_limit(timeout: float) -> float:
     return 2 * timeout + 1
 
 
-def build_job(program: Program, nonces: list[str], paths: list[str], timeout: float) -> str:
+def build_job(program: Program, nonces: list[str], paths: list[str], timeout: float,
+              seed: int = 0) -> str:  # fmt: skip
     checks = [
         {"label": grade_id, "code": code, "index": index, "nonce": nonce}
         for (grade_id, _, code, index), nonce in zip(program.checks, nonces, strict=True)
     ]
     cells = [[label, text, index] for label, text, index in program.cells]
     limits = dict(LIMITS, RLIMIT_CPU=int(check_limit(timeout)) + 1)
-    job = {"limits": limits, "path": paths, "timeout": timeout, "cells": cells}
+    job = {"limits": limits, "path": paths, "timeout": timeout, "cells": cells, "seed": seed}
     return json.dumps(dict(job, checks=checks))
 
 
@@ -215,6 +222,84 @@ def read_verdict(output: str, nonce: str, check: Check, timeout: float) -> list[
     return notes
 
 
+@dataclass
+class Run:
+    """One sandboxed run of every check of a program, and each check's nonce."""
+
+    output: str
+    nonces: list[str]
+    seconds: float
+    stopped: str
+    export_error: str = ""
+
+
+def run_checks(module: CourseModule, program: Program, stage: Path, timeout: float, seed: int,
+               unsafe: bool = False, origin: str = "the submission") -> Run:  # fmt: skip
+    """Every check of `program`, each in a fresh process of one sandbox, over `stage` (the
+    reference of the modules `module` requires) with the program's own export of `module`."""
+    with tempfile.TemporaryDirectory(prefix="tito-grade-") as folder:
+        work = Path(folder)
+        shutil.copytree(stage, work / "stage")
+        export_error = ""
+        try:
+            files = exporter.render(program.merged, module, origin=origin)
+            exporter.write(files, work / "stage" / "tinytorch")
+        except TitoError as err:
+            export_error = f"{origin}'s export failed: {err.message}"
+        shutil.copyfile(RUNNER, work / RUNNER.name)
+        shutil.copyfile(WIRE, work / WIRE.name)
+        mount = work if unsafe else Path(sandbox.MOUNT)
+        search = [str(mount / "stage"), _numpy_dir()]
+        nonces = [secrets.token_hex(16) for _ in program.checks]
+        job = build_job(program, nonces, search, timeout, seed)
+        wall = SLACK + len(program.checks) * (check_limit(timeout) + 0.5)
+        run = sandbox.run_python(RUNNER.name, work, job, wall, unsafe=unsafe)
+    stopped = run.ending() if run.stopped else ""
+    return Run(run.output, nonces, run.seconds, stopped, export_error)
+
+
+@dataclass
+class Reference:
+    """The reference's numbers for one module on one seed, computed once per autograde run and
+    compared with every submission's: check grade id -> its numbers (with a problem when the
+    reference itself gave none: then no submission can pass that check)."""
+
+    seed: int
+    numbers: dict[str, judge.Numbers]
+    seconds: float = 0.0
+
+
+def new_seed() -> int:
+    """A seed no submission can know in advance."""
+    return secrets.randbits(32)
+
+
+NOT_A_PROBE = (
+    "the graded cell is not a probe (`@graded` from tinytorch.checks), so it cannot be judged"
+)
+
+
+def reference(module: CourseModule, source: nbformat.NotebookNode, stage: Path, timeout: float,
+              seed: int, unsafe: bool = False) -> Reference:  # fmt: skip
+    """Run the reference's checks (its own export over `stage`) on `seed`, in the sandbox."""
+    program = build_program(source, source)
+    run = run_checks(module, program, stage, timeout, seed, unsafe, origin="the reference")
+    if run.export_error:
+        raise TitoError(run.export_error, hint=f"fix {module.source}, then `tito grade init`")
+    numbers: dict[str, judge.Numbers] = {}
+    for (grade_id, points, _, _), nonce in zip(program.checks, run.nonces, strict=True):
+        check = Check(grade_id, points)
+        read_verdict(run.output, nonce, check, timeout)
+        sent = npzwire.from_lines(run.output, nonce, "numbers")
+        if sent:
+            numbers[grade_id] = judge.read_numbers(sent)
+        elif check.passed:
+            numbers[grade_id] = judge.Numbers(problem=NOT_A_PROBE)
+        else:
+            numbers[grade_id] = judge.Numbers(problem=f"the reference failed: {check.reason}")
+    return Reference(seed, numbers, run.seconds)
+
+
 def score(
     module: CourseModule,
     source: nbformat.NotebookNode,
@@ -222,8 +307,11 @@ def score(
     reference_stage: Path,
     timeout: float,
     unsafe: bool = False,
+    expected: Reference | None = None,
 ) -> Scored:
-    """Run every check of one submission, each in a fresh process of one sandbox."""
+    """Run every check of one submission, each in a fresh process of one sandbox, and judge
+    its probes' numbers against the reference's (`expected`, on its seed; computed here when
+    not given)."""
     program = build_program(source, submission)
     checks = [Check(grade_id, points) for grade_id, points, _, _ in program.checks]
     scored = Scored(checks, list(program.notes))
@@ -232,28 +320,28 @@ def score(
         for check in checks:
             check.reason = "not run (see the first message)"
         return scored
-    with tempfile.TemporaryDirectory(prefix="tito-grade-") as folder:
-        work = Path(folder)
-        shutil.copytree(reference_stage, work / "stage")
-        try:
-            files = exporter.render(program.merged, module, origin="the submission")
-            exporter.write(files, work / "stage" / "tinytorch")
-        except TitoError as err:
-            scored.notes.append(f"the submission's export failed: {err.message}")
-        shutil.copyfile(RUNNER, work / RUNNER.name)
-        mount = work if unsafe else Path(sandbox.MOUNT)
-        search = [str(mount / "stage"), _numpy_dir()]
-        nonces = [secrets.token_hex(16) for _ in checks]
-        job = build_job(program, nonces, search, timeout)
-        wall = SLACK + len(checks) * (check_limit(timeout) + 0.5)
-        run = sandbox.run_python(RUNNER.name, work, job, wall, unsafe=unsafe)
+    if expected is None:
+        expected = reference(module, source, reference_stage, timeout, new_seed(), unsafe)
+    scored.seed = expected.seed
+    run = run_checks(module, program, reference_stage, timeout, expected.seed, unsafe)
+    if run.export_error:
+        scored.notes.append(run.export_error)
     scored.seconds = run.seconds
-    for check, nonce in zip(checks, nonces, strict=True):
+    for check, nonce in zip(checks, run.nonces, strict=True):
         for note in read_verdict(run.output, nonce, check, timeout):
             if f"cell {note}" not in scored.notes:
                 scored.notes.append(f"cell {note}")
+        # Only the numbers decide; what the process said (its verdict line) only explains.
+        wanted = expected.numbers.get(check.grade_id) or judge.Numbers(problem=NOT_A_PROBE)
+        mine = judge.read_numbers(npzwire.from_lines(run.output, nonce, "numbers"))
+        why = judge.judge(mine, wanted)
+        if mine.problem == "no numbers came back" and not wanted.problem and check.reason:
+            why = check.reason  # the cell itself raised, or the process died: say so
+        elif why and not mine.problem and check.reason.endswith("(tampering)"):
+            why = check.reason
+        check.passed, check.reason = not why, why
         if run.stopped and not check.passed and not check.reason.startswith("timeout"):
-            check.reason = f"{run.ending()}: the grading process was stopped"
+            check.reason = f"{run.stopped}: the grading process was stopped"
     return scored
 
 
@@ -265,14 +353,16 @@ def _numpy_dir() -> str:
 
 # --- into nbgrader's gradebook ------------------------------------------------------------------
 
-PENDING: dict[str, Scored] = {}  # student -> verdicts, read by InjectVerdicts during autograde
-
 
 class InjectVerdicts(NbGraderPreprocessor):
     """Stands where nbgrader's Execute stands: instead of running the notebook, it gives each
     graded cell the output of its sandboxed check, and an error output when the check failed,
     so nbgrader's own SaveAutoGrades records exactly the sandbox's verdicts. Other cells keep
-    no output; no student code runs in this process."""
+    no output; no student code runs in this process. One instance holds one submission's."""
+
+    def __init__(self, scored: Scored, **kwargs):
+        super().__init__(**kwargs)
+        self.scored = scored
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
@@ -281,8 +371,7 @@ class InjectVerdicts(NbGraderPreprocessor):
         meta = _meta(cell)
         if not meta.get("grade") or meta.get("solution"):
             return cell, resources
-        scored = PENDING[resources["nbgrader"]["student"]]
-        check = next((c for c in scored.checks if c.grade_id == meta.get("grade_id")), None)
+        check = next((c for c in self.scored.checks if c.grade_id == meta.get("grade_id")), None)
         if check is None:
             reason = f"'{meta.get('grade_id')}' is not a check of this assignment"
             check = Check(str(meta.get("grade_id")), 0.0, reason=reason)
@@ -296,14 +385,8 @@ class InjectVerdicts(NbGraderPreprocessor):
         return cell, resources
 
 
-def use_in_gradebook(api) -> None:
-    """Make the api's autograde record InjectVerdicts' verdicts instead of executing cells."""
-    config = api.config
-    steps = config.Autograde.get("autograde_preprocessors") or (
-        Autograde.class_traits()["autograde_preprocessors"].default()
-    )
-    config.Autograde.autograde_preprocessors = [
-        InjectVerdicts if step is Execute else step
-        for step in steps
-        if getattr(step, "__name__", "") != "StderrIsNotFailure"
-    ]
+def recording_preprocessors(scored: Scored) -> list:
+    """nbgrader's autograde pipeline with its Execute step replaced by one InjectVerdicts
+    holding `scored`: it records the verdicts instead of executing cells."""
+    steps = Autograde.class_traits()["autograde_preprocessors"].default()
+    return [InjectVerdicts(scored, enabled=True) if step is Execute else step for step in steps]

@@ -5,8 +5,8 @@ reference; it is never imported by tito itself.
 stdin: one JSON job (see tito.diagnose.trace). It writes into the folder job["out"], or, in the
 grading sandbox where nothing is writable, to stdout as one line "<nonce> trace <base64>":
 
-trace.npz (no pickle): the numbers, keyed "c<check>e<event>_<name>", and "events", the bytes of
-a JSON record: per check, the events in the order they happened: each forward of an operation
+trace.npz (tito/npzwire.py: no pickle): the numbers, keyed "c<check>e<event>_<name>", and a
+JSON record: per check, the events in the order they happened: each forward of an operation
   (its class, the layer it ran in, the notebook cell and line of the code that called it), each
   backward (the gradient it got and the ones it gave), each layer's output, and the values the
   check's probe returned; plus the error the check ended with, if any.
@@ -16,8 +16,7 @@ Cells are compiled with the file name "<cell LABEL>", so a frame tells which cel
 
 import __future__
 
-import base64
-import io
+import importlib.util
 import json
 import os
 import sys
@@ -165,6 +164,15 @@ class _Compiler:
         return compiled
 
 
+def load_wire():
+    """tito/npzwire.py, from the copy next to this file (the runner never imports tito)."""
+    path = Path(__file__).resolve().with_name("npzwire.py")
+    spec = importlib.util.spec_from_file_location("_npzwire", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     global np
     job = json.loads(sys.stdin.read())
@@ -213,15 +221,13 @@ def main() -> None:
                 Collect.probes = None
         record["events"], record["dropped"] = recorder.events, recorder.dropped
         checks.append(record)
-    events = json.dumps({"setup": setup_errors, "checks": checks}).encode()
-    arrays["events"] = np.frombuffer(events, dtype=np.uint8)
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    wire = load_wire()
+    data = wire.pack(arrays, {"setup": setup_errors, "checks": checks})
     if job.get("nonce"):  # in the grading sandbox: nothing is writable, the trace goes to stdout
-        sys.stdout.write(f"\n{job['nonce']} trace {base64.b64encode(buffer.getvalue()).decode()}\n")
+        sys.stdout.write(wire.line(job["nonce"], "trace", data))
         sys.stdout.flush()
         os._exit(0)
-    Path(job["out"], "trace.npz").write_bytes(buffer.getvalue())
+    Path(job["out"], "trace.npz").write_bytes(data)
 
 
 if __name__ == "__main__":

@@ -329,48 +329,65 @@ print(cross_entropy(np.zeros((4, 65)), np.arange(4)), np.log(65))
 
 # %% [markdown]
 # ## Tests
-# Each graded cell defines a test and calls it.
+# Each graded cell is a probe (`@graded`): it runs at once on a seeded generator, asserts what
+# must hold, and returns the numbers (outputs and gradients) a grader compares with the
+# reference's on a seed of its own.
+
+# %% nbgrader={"grade": false, "grade_id": "test-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from tinytorch.checks import graded
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-mse", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-def test_mse():
+@graded(rtol=1e-6, atol=1e-9)
+def test_mse(rng):
     p, t = np.array([1.0, 2.0, 4.0]), np.array([1.0, 0.0, 1.0])
     np.testing.assert_allclose(mse_loss(p, t).data, (0 + 4 + 9) / 3, rtol=1e-6)
+    p, t = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
     fn = MSEFunction()
     fn.needs_grad = (True, True)
-    fn.forward(p, t)
-    gp, gt = fn.backward(np.array(1.0))
-    np.testing.assert_allclose(gp, 2 * (p - t) / 3)
+    loss = fn.forward(p, t)
+    g = rng.uniform(0.5, 2.0)
+    gp, gt = fn.backward(np.array(g))
+    np.testing.assert_allclose(gp, g * 2 * (p - t) / p.size)
     np.testing.assert_allclose(gt, -gp)
-
-
-test_mse()
+    return {"loss": loss, "dp": gp, "dt": gt, "mse": mse_loss(p, t).data}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-cross-entropy", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_cross_entropy_value_and_gradient():
-    z = np.array([[2.0, 0.0, -1.0], [0.5, 0.5, 3.0]])
-    t = np.array([0, 2])
+@graded(rtol=1e-6, atol=1e-9)
+def test_cross_entropy_value_and_gradient(rng):
+    z = rng.normal(scale=2.0, size=(5, 4))
+    t = rng.integers(0, 4, size=5)
     p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
-    want = -np.mean(np.log(p[[0, 1], t]))
+    want = -np.mean(np.log(p[np.arange(5), t]))
     np.testing.assert_allclose(cross_entropy(z, t).data, want, rtol=1e-6)
     fn = CrossEntropyFunction()
     fn.needs_grad = (True,)
-    fn.forward(z, targets=t)
+    loss = fn.forward(z, targets=t)
     (g,) = fn.backward(np.array(1.0))
-    np.testing.assert_allclose(g, (p - np.eye(3)[t]) / 2, rtol=1e-6)
-
-
-test_cross_entropy_value_and_gradient()
+    np.testing.assert_allclose(g, (p - np.eye(4)[t]) / 5, rtol=1e-6)
+    sequence = rng.normal(size=(2, 3, 4))  # (batch, time, classes)
+    fn = CrossEntropyFunction()
+    fn.needs_grad = (True,)
+    loss3 = fn.forward(sequence, targets=rng.integers(0, 4, size=(2, 3)))
+    (g3,) = fn.backward(np.array(2.0))
+    return {"loss": loss, "dz": g, "loss3": loss3, "dz3": g3}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-ignore-index", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_ignore_index_and_large_logits():
+@graded(rtol=1e-6, atol=1e-9)
+def test_ignore_index_and_large_logits(rng):
     z = np.array([[1e4, 0.0], [0.0, 1e4], [3.0, 1.0]], dtype=np.float32)
     loss = cross_entropy(z, np.array([1, 1, -100]), ignore_index=-100)
     np.testing.assert_allclose(loss.data, 1e4 / 2, rtol=1e-6)  # rows 0 and 1 only
     none = cross_entropy(z, np.full(3, -100), ignore_index=-100)
     assert none.data == 0 and np.isfinite(none.data)
-
-
-test_ignore_index_and_large_logits()
+    logits = rng.normal(scale=3.0, size=(6, 5))
+    targets = rng.integers(0, 5, size=6)
+    targets[rng.permutation(6)[:2]] = -100
+    fn = CrossEntropyFunction()
+    fn.needs_grad = (True,)
+    kept = fn.forward(logits, targets=targets, ignore_index=-100)
+    (g,) = fn.backward(np.array(1.0))
+    assert np.all(g[targets == -100] == 0)
+    return {"loss": kept, "dz": g, "large": loss.data}

@@ -374,10 +374,29 @@ print(w.data)
 
 # %% [markdown]
 # ## Tests
+# Each graded cell is a probe (`@graded`): it runs at once on a seeded generator, asserts what
+# must hold, and returns the numbers (outputs and gradients) a grader compares with the
+# reference's on a seed of its own.
+
+# %% nbgrader={"grade": false, "grade_id": "test-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from tinytorch.checks import graded
+
+
+def trajectory(make, rng, steps: int = 4, shape=(3, 4)) -> np.ndarray:
+    """The parameters after each of `steps` optimizer steps on random gradients."""
+    p = Tensor(rng.normal(size=shape).astype(np.float32), requires_grad=True)
+    opt = make([p])
+    seen = []
+    for _ in range(steps):
+        p.grad = rng.normal(size=shape).astype(np.float32)
+        opt.step()
+        seen.append(p.data.copy())
+    return np.stack(seen)
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-sgd", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_sgd_momentum_by_hand():
+@graded(rtol=1e-5, atol=1e-6)
+def test_sgd_momentum_by_hand(rng):
     p = Tensor(np.array([1.0, -2.0]), requires_grad=True)
     opt = SGD([p], lr=0.1, momentum=0.9)
     p.grad = np.array([1.0, 1.0], dtype=np.float32)
@@ -386,26 +405,32 @@ def test_sgd_momentum_by_hand():
     opt.step()  # buf = 0.9 * 1 + 1 = 1.9: p = p - 0.19
     np.testing.assert_allclose(p.data, [0.71, -2.29], rtol=1e-6)
     assert p.data.dtype == np.float32
-
-
-test_sgd_momentum_by_hand()
+    return {
+        "plain": trajectory(lambda ps: SGD(ps, lr=0.1), rng),
+        "momentum": trajectory(lambda ps: SGD(ps, lr=0.05, momentum=0.9), rng),
+        "decay": trajectory(lambda ps: SGD(ps, lr=0.05, momentum=0.5, weight_decay=0.1), rng),
+    }
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-adam", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_adam_first_step_is_lr_sized():
+@graded(rtol=1e-5, atol=1e-6)
+def test_adam_first_step_is_lr_sized(rng):
     # After bias correction, the first Adam step is lr * sign(g) (up to eps) whatever |g| is.
     p = Tensor(np.array([0.0, 0.0, 0.0]), requires_grad=True)
     opt = Adam([p], lr=0.01)
     p.grad = np.array([1e-3, -5.0, 200.0], dtype=np.float32)
     opt.step()
     np.testing.assert_allclose(p.data, [-0.01, 0.01, -0.01], rtol=1e-4)
-
-
-test_adam_first_step_is_lr_sized()
+    return {
+        "adam": trajectory(lambda ps: Adam(ps, lr=0.01), rng),
+        "betas": trajectory(lambda ps: Adam(ps, lr=0.02, betas=(0.8, 0.95)), rng),
+        "l2": trajectory(lambda ps: Adam(ps, lr=0.01, weight_decay=0.1), rng),
+    }
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-adamw", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_adamw_decays_weights_directly():
+@graded(rtol=1e-5, atol=1e-6)
+def test_adamw_decays_weights_directly(rng):
     p = Tensor(np.array([2.0]), requires_grad=True)
     opt = AdamW([p], lr=0.1, weight_decay=0.5)
     p.grad = np.array([0.0], dtype=np.float32)  # no gradient signal: only the decay acts
@@ -419,6 +444,9 @@ def test_adamw_decays_weights_directly():
     np.testing.assert_array_equal(p.data, before)
     opt.zero_grad()
     assert q.grad is None
-
-
-test_adamw_decays_weights_directly()
+    return {
+        "adamw": trajectory(lambda ps: AdamW(ps, lr=0.01, weight_decay=0.1), rng),
+        "strong": trajectory(
+            lambda ps: AdamW(ps, lr=0.05, betas=(0.5, 0.9), weight_decay=1.0), rng
+        ),
+    }

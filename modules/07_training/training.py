@@ -403,45 +403,67 @@ print([round(schedule(s), 6) for s in range(11)])
 
 # %% [markdown]
 # ## Tests
+# Each graded cell is a probe (`@graded`): it runs at once on a seeded generator, asserts what
+# must hold, and returns the numbers (outputs and gradients) a grader compares with the
+# reference's on a seed of its own.
+
+# %% nbgrader={"grade": false, "grade_id": "test-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from tinytorch.checks import graded
+from tinytorch.core.layers import Linear
+from tinytorch.core.tensor import Tensor
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-clip", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_clip_grad_norm_by_hand():
-    from tinytorch.core.tensor import Tensor
-
+@graded(rtol=1e-5, atol=1e-7)
+def test_clip_grad_norm_by_hand(rng):
     a, b = Tensor(np.zeros(2), requires_grad=True), Tensor(np.zeros(1), requires_grad=True)
     a.grad, b.grad = np.array([3.0, 0.0], dtype=np.float32), np.array([4.0], dtype=np.float32)
     assert abs(clip_grad_norm([a, b], 10.0) - 5.0) < 1e-6  # below the limit: unchanged
     np.testing.assert_allclose(a.grad, [3.0, 0.0])
     assert abs(clip_grad_norm([a, b], 1.0) - 5.0) < 1e-6
     np.testing.assert_allclose(np.concatenate([a.grad, b.grad]), [0.6, 0.0, 0.8], rtol=1e-5)
-
-
-test_clip_grad_norm_by_hand()
+    params = [Tensor(np.zeros(s), requires_grad=True) for s in [(3, 4), (4,), (2, 2)]]
+    for p in params:
+        p.grad = rng.normal(size=p.shape).astype(np.float32)
+    params.append(Tensor(np.zeros(3), requires_grad=True))  # no gradient: skipped
+    grads = [p.grad.copy() for p in params[:3]]
+    total = np.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads))
+    limit = float(rng.uniform(0.2, 0.8)) * total
+    norm = clip_grad_norm(params, limit)
+    assert abs(norm - total) < 1e-4 * total and params[3].grad is None
+    kept = clip_grad_norm(params, 10 * total)  # under the limit now: unchanged
+    return {"norm": np.array(norm), "kept": np.array(kept),
+            "clipped": np.concatenate([p.grad.ravel() for p in params[:3]])}  # fmt: skip
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-schedule", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_schedule_shape():
+@graded(rtol=1e-9, atol=1e-12)
+def test_schedule_shape(rng):
     s = CosineSchedule(max_lr=1.0, warmup_steps=4, total_steps=14, min_lr=0.2)
     assert s(0) == 0.25 and s(3) == 1.0 and s(4) == 1.0
     assert abs(s(9) - 0.6) < 1e-12  # halfway through the cosine: the midpoint
     assert s(14) == 0.2 and s(100) == 0.2
-
-
-test_schedule_shape()
+    warmup = int(rng.integers(0, 6))
+    total = warmup + int(rng.integers(3, 20))
+    peak = float(rng.uniform(0.1, 2.0))
+    s = CosineSchedule(max_lr=peak, warmup_steps=warmup, total_steps=total,
+                       min_lr=float(rng.uniform(0, 0.5)) * peak)  # fmt: skip
+    return {"lr": np.array([s(step) for step in range(total + 5)])}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-checkpoint", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_checkpoint_arrays_round_trip():
-    from tinytorch.core.layers import Linear
-
+@graded(rtol=0, atol=0)
+def test_checkpoint_arrays_round_trip(rng):
     model = Linear(3, 2)
-    arrays = checkpoint_arrays(model, step=7, extra={"name": "run", "curve": np.arange(3.0)})
+    model.weight.data = rng.normal(size=(3, 2)).astype(np.float32)
+    model.bias.data = rng.normal(size=2).astype(np.float32)
+    curve = rng.normal(size=int(rng.integers(2, 6)))
+    step = int(rng.integers(0, 10**6))
+    arrays = checkpoint_arrays(model, step=step, extra={"name": "run", "curve": curve})
     assert all(a.dtype != object for a in arrays.values())
-    weights, _, step, extra, _ = split_checkpoint(arrays)
-    assert step == 7 and extra["name"] == "run"
-    np.testing.assert_array_equal(extra["curve"], np.arange(3.0))
+    weights, _, got_step, extra, _ = split_checkpoint(arrays)
+    assert got_step == step and extra["name"] == "run"
+    np.testing.assert_array_equal(extra["curve"], curve)
     np.testing.assert_array_equal(weights["weight"], model.weight.data)
-
-
-test_checkpoint_arrays_round_trip()
+    return {"weight": weights["weight"], "bias": weights["bias"], "step": np.array(got_step),
+            "curve": extra["curve"]}  # fmt: skip

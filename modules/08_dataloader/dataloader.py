@@ -353,10 +353,17 @@ print(len(ds), x.shape, x.data[0], y.data[0])
 
 # %% [markdown]
 # ## Tests
+# Each graded cell is a probe (`@graded`): it runs at once on a seeded generator, asserts what
+# must hold, and returns the numbers (outputs and gradients) a grader compares with the
+# reference's on a seed of its own.
+
+# %% nbgrader={"grade": false, "grade_id": "test-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from tinytorch.checks import graded
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-epoch", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-def test_epoch_covers_every_sample_once():
+@graded(rtol=0, atol=0)
+def test_epoch_covers_every_sample_once(rng):
     ds = TensorDataset(np.arange(10) * 3, np.arange(10))
     for shuffle in (False, True):
         loader = DataLoader(ds, batch_size=4, shuffle=shuffle, seed=1)
@@ -365,13 +372,24 @@ def test_epoch_covers_every_sample_once():
         seen = np.concatenate([labels.data for _, labels in batches])
         assert sorted(seen.tolist()) == list(range(10))
     assert len(DataLoader(ds, batch_size=4, drop_last=True)) == 2
-
-
-test_epoch_covers_every_sample_once()
+    n, size = int(rng.integers(7, 30)), int(rng.integers(2, 6))
+    features, labels = rng.normal(size=(n, 3)), rng.integers(0, 10, size=n)
+    ds = TensorDataset(features, labels)
+    batches = list(DataLoader(ds, batch_size=size))
+    shuffled = list(DataLoader(ds, batch_size=size, shuffle=True, seed=int(rng.integers(99))))
+    order = np.concatenate([x.data for x, _ in shuffled])
+    return {
+        "x": np.concatenate([x.data for x, _ in batches]),
+        "y": np.concatenate([y.data for _, y in batches]),
+        "sizes": np.array([len(y.data) for _, y in batches]),
+        "shuffled": order[np.lexsort(order.T[::-1])],  # every row once, in any order
+        "lengths": np.array([len(DataLoader(ds, size)), len(DataLoader(ds, size, drop_last=True))]),
+    }
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-lm-windows", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-def test_lm_windows():
+@graded(rtol=0, atol=0)
+def test_lm_windows(rng):
     tokens = np.arange(100, 130)
     ds = LanguageModelDataset(tokens, seq_len=5)
     assert len(ds) == 25
@@ -381,6 +399,21 @@ def test_lm_windows():
     bx, by = ds.random_batch(8, rng=0)
     assert bx.shape == by.shape == (8, 5)
     np.testing.assert_array_equal(bx[:, 1:], by[:, :-1])
-
-
-test_lm_windows()
+    tokens = rng.permutation(1000)[: int(rng.integers(20, 60))]  # distinct ids
+    seq_len, stride = int(rng.integers(2, 8)), int(rng.integers(1, 4))
+    ds = LanguageModelDataset(tokens, seq_len=seq_len, stride=stride)
+    picks = rng.integers(0, len(ds), size=4)
+    bx, by = ds.random_batch(6, rng=int(rng.integers(99)))
+    for row_x, row_y in zip(bx, by):  # each row is a window of the text, y shifted by one
+        start = int(np.flatnonzero(tokens == row_x[0])[0])
+        np.testing.assert_array_equal(row_x, tokens[start : start + seq_len])
+        np.testing.assert_array_equal(row_y, tokens[start + 1 : start + seq_len + 1])
+    gx, gy = ds.gather(picks)
+    return {
+        "length": np.array(len(ds)),
+        "x": np.stack([ds[int(i)][0] for i in picks]),
+        "y": np.stack([ds[int(i)][1] for i in picks]),
+        "gx": gx,
+        "gy": gy,
+        "batch_shape": np.array(bx.shape),
+    }

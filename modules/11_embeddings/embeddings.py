@@ -298,10 +298,23 @@ print(emb(np.array([[1, 2, 1]])).shape, PositionalEncoding(16, 6).encoding[1].ro
 
 # %% [markdown]
 # ## Tests
+# Each graded cell is a probe (`@graded`): it runs at once on a seeded generator, asserts what
+# must hold, and returns the numbers (outputs and gradients) a grader compares with the
+# reference's on a seed of its own.
+
+# %% nbgrader={"grade": false, "grade_id": "test-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from tinytorch.checks import graded
+
+
+def random_embedding(rng, vocab_size: int, embed_dim: int) -> Embedding:
+    emb = Embedding(vocab_size, embed_dim)
+    emb.weight.data = rng.normal(size=(vocab_size, embed_dim)).astype(np.float32)
+    return emb
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-lookup", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_lookup_and_scatter_add():
+@graded(rtol=1e-5, atol=1e-6)
+def test_lookup_and_scatter_add(rng):
     emb = Embedding(5, 3)
     ids = np.array([[0, 3, 3], [4, 3, 0]])
     out = emb(ids)
@@ -310,14 +323,18 @@ def test_lookup_and_scatter_add():
     out.sum().backward()
     counts = np.bincount(ids.ravel(), minlength=5)[:, None]  # each row's gradient = its count
     np.testing.assert_allclose(emb.weight.grad, np.broadcast_to(counts, (5, 3)))
-
-
-test_lookup_and_scatter_add()
+    emb = random_embedding(rng, 7, 4)
+    ids = rng.integers(0, 7, size=(3, 5))  # repeated ids: their gradients add up
+    out = emb(ids)
+    g = rng.normal(size=out.shape).astype(np.float32)
+    (out * Tensor(g)).sum().backward()
+    return {"out": out.data, "dweight": emb.weight.grad}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-ids", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-def test_bad_ids_are_named():
-    emb = Embedding(5, 3)
+@graded(rtol=0, atol=0)
+def test_bad_ids_are_named(rng):
+    emb = random_embedding(rng, 5, 3)
     np.testing.assert_array_equal(emb([4, 0]).data, emb.weight.data[[4, 0]])  # good ids work
     for bad, text in (([1, 7], "7"), ([-2, 1], "-2"), ([1.5], "1.5")):
         try:
@@ -326,13 +343,13 @@ def test_bad_ids_are_named():
             assert text in str(err)
         else:
             raise AssertionError(f"ids {bad} must raise")
-
-
-test_bad_ids_are_named()
+    ids = rng.integers(0, 5, size=6)
+    return {"list": emb(ids.tolist()).data, "floats": emb(ids.astype(np.float64)).data}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-sinusoid", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_sinusoid_values():
+@graded(rtol=1e-5, atol=1e-6)
+def test_sinusoid_values(rng):
     pe = PositionalEncoding(50, 8)
     x = Tensor(np.zeros((2, 10, 8)))
     out = pe(x).data
@@ -340,6 +357,17 @@ def test_sinusoid_values():
     pos, i = 7, 2  # dimensions 4 and 5
     angle = pos / 10000 ** (2 * i / 8)
     np.testing.assert_allclose(out[1, pos, 4:6], [np.sin(angle), np.cos(angle)], rtol=1e-5)
-
-
-test_sinusoid_values()
+    dim, length = int(rng.integers(3, 12)), int(rng.integers(4, 20))  # odd sizes too
+    offset = int(rng.integers(0, 10))
+    pe = PositionalEncoding(length + offset, dim)
+    x = Tensor(rng.normal(size=(2, length, dim)).astype(np.float32), requires_grad=True)
+    g = rng.normal(size=x.shape).astype(np.float32)
+    y = pe(x, offset=offset)
+    (y * Tensor(g)).sum().backward()
+    learned = LearnedPositionalEncoding(length + offset, dim)
+    learned.weight.data = rng.normal(size=learned.weight.shape).astype(np.float32)
+    z = Tensor(x.data, requires_grad=True)
+    w = learned(z, offset=offset)
+    (w * Tensor(g)).sum().backward()
+    return {"table": sinusoidal_table(length, dim), "y": y.data, "dx": x.grad,
+            "learned": w.data, "dlearned": learned.weight.grad, "dz": z.grad}  # fmt: skip

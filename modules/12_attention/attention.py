@@ -451,11 +451,26 @@ print(y.shape, attn.last_attention.shape, attn.last_attention[0, 0].round(2)[1])
 
 # %% [markdown]
 # ## Tests
+# Each graded cell is a probe (`@graded`): it runs at once on a seeded generator, asserts what
+# must hold, and returns the numbers (outputs and gradients) a grader compares with the
+# reference's on a seed of its own.
+
+# %% nbgrader={"grade": false, "grade_id": "test-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from tinytorch.checks import graded
+
+
+def leaves(rng, *shapes) -> list[Tensor]:
+    return [Tensor(rng.standard_normal(s), requires_grad=True) for s in shapes]
+
+
+def backward_with(out: Tensor, rng) -> None:
+    """Backpropagate a random gradient from `out`."""
+    (out * Tensor(rng.standard_normal(out.shape))).sum().backward()
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-core", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_core_against_a_direct_softmax():
-    rng = np.random.default_rng(0)
+@graded(rtol=1e-5, atol=1e-6)
+def test_core_against_a_direct_softmax(rng):
     q, k, v = (rng.standard_normal((2, 4, 3)) for _ in range(3))
     out, weights = scaled_dot_product_attention(q, k, v, mask=causal_mask(4))
     scores = q @ k.transpose(0, 2, 1) / np.sqrt(3) + np.triu(np.full((4, 4), -np.inf), 1)
@@ -463,13 +478,17 @@ def test_core_against_a_direct_softmax():
     expect /= expect.sum(-1, keepdims=True)
     np.testing.assert_allclose(weights.data, expect, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out.data, expect @ v, rtol=1e-5, atol=1e-5)
-
-
-test_core_against_a_direct_softmax()
+    q, k, v = leaves(rng, (2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 2))  # (B, H, T, D), longer keys
+    out, weights = scaled_dot_product_attention(q, k, v, mask=causal_mask(5, past_len=1))
+    backward_with(out, rng)
+    plain, _ = scaled_dot_product_attention(*(Tensor(t.data) for t in (q, k, v)))
+    return {"out": out.data, "weights": weights.data, "dq": q.grad, "dk": k.grad, "dv": v.grad,
+            "unmasked": plain.data}  # fmt: skip
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-masked-row", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-def test_fully_masked_row_is_zero_not_nan():
+@graded(rtol=1e-5, atol=1e-6)
+def test_fully_masked_row_is_zero_not_nan(rng):
     q = Tensor(np.ones((1, 3, 2)), requires_grad=True)
     out, weights = scaled_dot_product_attention(
         q, np.ones((1, 2, 2)), np.ones((1, 2, 2)), mask=padding_mask([0], 2)[0]
@@ -477,22 +496,30 @@ def test_fully_masked_row_is_zero_not_nan():
     assert not np.isnan(out.data).any() and np.all(weights.data == 0) and np.all(out.data == 0)
     out.sum().backward()
     assert np.all(q.grad == 0)
-
-
-test_fully_masked_row_is_zero_not_nan()
+    lengths = [0, int(rng.integers(1, 5)), 5]  # one sequence is all padding
+    q, k, v = leaves(rng, (3, 1, 4, 3), (3, 1, 5, 3), (3, 1, 5, 3))  # (B, H, T, D)
+    out, weights = scaled_dot_product_attention(q, k, v, mask=padding_mask(lengths, 5))
+    backward_with(out, rng)
+    assert np.all(np.isfinite(q.grad)) and np.all(out.data[0] == 0)
+    return {"out": out.data, "weights": weights.data, "dq": q.grad, "dk": k.grad, "dv": v.grad}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-mha", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_mha_shapes_and_causality():
-    np.random.seed(1)
+@graded(rtol=1e-4, atol=1e-6)
+def test_mha_shapes_and_causality(rng):
+    np.random.seed(int(rng.integers(1 << 30)))
     attn = MultiHeadAttention(8, 2)
-    x = np.random.randn(1, 5, 8)
+    x = rng.standard_normal((1, 5, 8))
     first = attn(Tensor(x), causal_mask(5)).data
     x[0, 3:] += 1.0  # change the future of position 2
     second = attn(Tensor(x), causal_mask(5)).data
     np.testing.assert_allclose(first[0, :3], second[0, :3], atol=1e-6)
     assert not np.allclose(first[0, 3:], second[0, 3:])
     assert attn.last_attention.shape == (1, 2, 5, 5)
-
-
-test_mha_shapes_and_causality()
+    (x,) = leaves(rng, (2, 5, 8))
+    out = attn(x, causal_mask(5))
+    backward_with(out, rng)
+    memory = Tensor(rng.standard_normal((2, 3, 8)))
+    cross = attn(Tensor(x.data), key=memory, value=memory).data  # queries from x, keys elsewhere
+    grads = np.concatenate([p.grad.ravel() for p in attn.parameters()])
+    return {"first": first, "out": out.data, "dx": x.grad, "dparams": grads, "cross": cross}

@@ -528,62 +528,100 @@ print(sum(p.size for p in tiny.parameters()), "parameters")
 
 # %% [markdown]
 # ## Tests
-# Each graded cell defines a test and calls it.
+# Each graded cell is a probe (`@graded`): it runs at once on a seeded generator, asserts what
+# must hold, and returns the numbers (outputs and gradients) a grader compares with the
+# reference's on a seed of its own.
+
+# %% nbgrader={"grade": false, "grade_id": "test-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from tinytorch.checks import graded
+from tinytorch.core.autograd import numerical_gradient  # module 05's central differences
+from tinytorch.core.tensor import precision
+
+
+def backward_with(out: Tensor, rng) -> None:
+    """Backpropagate a random gradient from `out`."""
+    (out * Tensor(rng.standard_normal(out.shape).astype(out.dtype))).sum().backward()
+
+
+def grads_of(module) -> np.ndarray:
+    """Every parameter's gradient, in the module's own order, as one array."""
+    return np.concatenate([np.ravel(p.grad) for p in module.parameters()])
+
+
+def randomise_norms(module, rng) -> None:
+    """LayerNorm scales and shifts away from their 1 and 0, so each one matters."""
+    for name, p in module.named_parameters():
+        if name.endswith(("gamma", "beta")):
+            p.data = (rng.uniform(0.5, 1.5, p.shape) * rng.choice([-1, 1], p.shape)).astype(p.dtype)
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-layernorm", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_layernorm_normalises_each_position():
-    x = Tensor(np.random.default_rng(0).normal(3.0, 5.0, (2, 4, 16)))
+@graded(rtol=1e-4, atol=1e-5)
+def test_layernorm_normalises_each_position(rng):
+    x = Tensor(rng.normal(3.0, 5.0, (2, 4, 16)))
     y = LayerNorm(16)(x).data
     np.testing.assert_allclose(y.mean(axis=-1), 0, atol=1e-5)
     np.testing.assert_allclose(y.std(axis=-1), 1, atol=1e-3)
     ln = LayerNorm(16)
     ln.gamma.data[:], ln.beta.data[:] = 2.0, 0.5
     np.testing.assert_allclose(ln(x).data, 2 * y + 0.5, atol=1e-5)
-
-
-test_layernorm_normalises_each_position()
+    randomise_norms(ln, rng)
+    x = Tensor(rng.normal(1.0, 3.0, (2, 3, 16)).astype(np.float32), requires_grad=True)
+    out = ln(x)
+    backward_with(out, rng)
+    quiet = ln(Tensor(rng.normal(0.0, 0.03, (3, 16)).astype(np.float32))).data  # eps matters
+    return {"y": out.data, "dx": x.grad, "dgamma": ln.gamma.grad, "dbeta": ln.beta.grad,
+            "quiet": quiet}  # fmt: skip
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-layernorm-grad", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_layernorm_backward_matches_differences():
-    from tinytorch.core.autograd import numerical_gradient  # module 05's central differences
-    from tinytorch.core.tensor import precision
-
-    rng = np.random.default_rng(1)
+@graded(rtol=1e-5, atol=1e-7)
+def test_layernorm_backward_matches_differences(rng):
     x, g, b = rng.normal(size=(3, 5)), rng.normal(size=5), rng.normal(size=5)
     w = rng.normal(size=(3, 5))
     with precision(np.float64):  # the Tensors below share x, g and b, which the check changes
         ln = LayerNorm(5)
         ln.gamma, ln.beta = Tensor(g, requires_grad=True), Tensor(b, requires_grad=True)
         xt = Tensor(x, requires_grad=True)
-        (ln(xt) * Tensor(w)).sum().backward()
+        y = ln(xt)
+        (y * Tensor(w)).sum().backward()
         for arr, got in [(x, xt.grad), (g, ln.gamma.grad), (b, ln.beta.grad)]:
             num = numerical_gradient(lambda: np.sum(ln(Tensor(x)).data * w), arr)
             np.testing.assert_allclose(got, num, rtol=1e-5, atol=1e-7)
-
-
-test_layernorm_backward_matches_differences()
+    return {"y": y.data, "dx": xt.grad, "dgamma": ln.gamma.grad, "dbeta": ln.beta.grad}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-mlp-block", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-def test_mlp_and_block_shapes():
-    x = Tensor(np.random.default_rng(2).normal(size=(2, 6, 16)))
+@graded(rtol=1e-4, atol=1e-5)
+def test_mlp_and_block_shapes(rng):
+    np.random.seed(int(rng.integers(1 << 30)))
+    x = Tensor(rng.normal(size=(2, 6, 16)).astype(np.float32), requires_grad=True)
     mlp = MLP(16)
     assert mlp.linear1.weight.shape == (16, 64) and mlp(x).shape == (2, 6, 16)
+    out = mlp(x)
+    backward_with(out, rng)
+    found = {"mlp": out.data, "mlp_dx": x.grad, "mlp_dparams": grads_of(mlp)}
     for norm_first in (True, False):
         block = TransformerBlock(16, num_heads=4, norm_first=norm_first)
+        randomise_norms(block, rng)
         assert block(x, mask=causal_mask(6)).shape == (2, 6, 16)
-
-
-test_mlp_and_block_shapes()
+        x = Tensor(x.data, requires_grad=True)
+        out = block(x, mask=causal_mask(6))
+        backward_with(out, rng)
+        name = "pre" if norm_first else "post"
+        found |= {name: out.data, f"{name}_dx": x.grad, f"{name}_dparams": grads_of(block)}
+    return found
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-gpt", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-def test_gpt_is_causal_and_generates():
-    np.random.seed(3)
+@graded(rtol=1e-4, atol=1e-5)
+def test_gpt_is_causal_and_generates(rng):
+    np.random.seed(int(rng.integers(1 << 30)))
     gpt = GPT(vocab_size=20, embed_dim=16, num_layers=2, num_heads=2, max_seq_len=8)
-    tokens = np.array([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]])
+    randomise_norms(gpt, rng)
+    for p in gpt.parameters():  # sharper than the init, so the logits differ by token
+        p.data *= 4 if p.ndim == 2 else 1
+    tokens = rng.integers(0, 20, size=(2, 5))
     logits = gpt(tokens).data
     assert logits.shape == (2, 5, 20)
     changed = tokens.copy()
@@ -593,6 +631,8 @@ def test_gpt_is_causal_and_generates():
     assert out.shape == (2, 11)
     again = gpt.generate(tokens, max_new_tokens=6, temperature=0, use_cache=False)
     np.testing.assert_array_equal(out, again)
-
-
-test_gpt_is_causal_and_generates()
+    backward_with(gpt(tokens), rng)
+    scores = rng.normal(scale=2.0, size=(4, 20))
+    draws = [sample_next(scores, 0.8, top_k, np.random.default_rng(7)) for top_k in (None, 3)]
+    return {"logits": logits, "dparams": grads_of(gpt), "greedy": out,
+            "greedy_rows": sample_next(scores, 0, None, None), "sampled": np.stack(draws)}  # fmt: skip

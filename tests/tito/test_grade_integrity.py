@@ -1,21 +1,26 @@
 """A grade measures only the student's own code: every module's blank release scores 0 and its
-reference full marks, and submissions that attack the grader score no more than the blank one
-while the course folder, the repository's package and the other students stay untouched.
+reference full marks, trivial submissions (zeros, the input passed through, NotImplementedError,
+random numbers, a constant: tests/trivial.py) score no more than the blank one, and submissions
+that attack the grader score no more than the blank one while the course folder, the
+repository's package and the other students stay untouched.
 
 One course folder holds every module (one `init`); each module is released and autograded once
-with two jobs, and the tests read the outcomes.
+with two jobs, and the tests read the outcomes. The attacks of issue 22's table then run a
+second time with the static check (tito/refusals.py) switched off: the judge alone must hold.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 from processes import running
+from trivial import all_trivial, gutted, trivial
 from typer.testing import CliRunner
 
 from tito import course as course_folder
@@ -139,6 +144,72 @@ def attackers(course: Path, module: CourseModule, source, release) -> dict[str, 
     return class_
 
 
+# Issue 22's table, each from the blank release (no real work), for a grader with no static
+# check: only the judge (tito/judge.py) stands between these and the points.
+PASS_LINES = """\
+import gc
+for _o in gc.get_objects():
+    if isinstance(_o, dict) and isinstance(_o.get("nonce"), str) and _o["nonce"]:
+        print(f"\\n{_o['nonce']} begin\\n{_o['nonce']} pass")
+"""
+LIARS = """\
+vars(np.testing)["assert_allclose"] = lambda *a, **k: None
+vars(np.testing)["assert_array_equal"] = lambda *a, **k: None
+vars(np)["isclose"] = lambda *a, **k: True
+vars(np)["allclose"] = lambda *a, **k: True
+"""
+LYING_ARRAY = """\
+class _Liar(np.ndarray):
+    def __array_function__(self, func, types, args, kwargs):
+        if func.__name__ in ("isclose", "allclose", "array_equal"):
+            return True
+        return super().__array_function__(func, types, args, kwargs)
+_real_asarray = np.asarray
+vars(np)["asarray"] = lambda *a, **k: _real_asarray(*a, **k).view(_Liar)
+"""
+ORACLE = """\
+import tinytorch.core.autograd as _engine
+_engine.numerical_gradient = lambda f, x, h=1e-6: np.zeros_like(x)
+"""
+FRAMES = """\
+import sys
+_f = sys._getframe()
+while _f is not None:
+    if "check" in _f.f_locals and isinstance(_f.f_locals["check"], dict):
+        _n = _f.f_locals["check"].get("nonce")
+        print(f"\\n{_n} begin\\n{_n} pass")
+    _f = _f.f_back
+"""
+
+
+def unguarded_attackers(module: CourseModule, source) -> dict[str, object]:
+    """The attacks of issue 22's table that the static check would refuse, each on a submission
+    that raises nothing but does no work (every function returns zeros, tests/trivial.py) and
+    makes every assert of the checks a no-op: only the numbers can tell."""
+    hollow = trivial(source, "zeros")
+    class_ = {
+        "liars": edited(hollow, code=LIARS),
+        "pass-lines": edited(hollow, code=LIARS + PASS_LINES),
+        "lying-array": edited(hollow, code=LIARS + LYING_ARRAY),
+        "frames": edited(hollow, code=LIARS + FRAMES),
+        "forged-numbers": edited(
+            hollow,
+            code=LIARS + FRAMES.replace(" pass", " numbers UEsFBgAAAAAAAAAAAAAAAAAAAAAAAA=="),
+        ),
+    }
+    if module.number >= 5:
+        class_["oracle"] = edited(hollow, code=LIARS + ORACLE)
+    if module.number == 13:  # issue 22's "no real code at all": LayerNorm gives zeros (and a
+        # zero backward), MLP and block return their input, GPT zero logits
+        issue = nbformat.from_dict(source)
+        for grade_id, kind in [("layernorm", "zeros"), ("mlp", "passthrough"),
+                               ("block", "passthrough"), ("gpt", "zeros")]:  # fmt: skip
+            cell = cell_by_id(issue, grade_id)
+            cell.source = gutted(cell.source, kind)
+        class_["no-real-code"] = edited(issue, code=LIARS)
+    return class_
+
+
 def stubborn(release):
     """The blank release whose matmul loops, swallowing every interruption, when it is called."""
     nb = nbformat.from_dict(release)
@@ -176,6 +247,8 @@ class Graded:
     scores: gradebook.Scores
     before: dict[str, str]
     after: dict[str, str]
+    unguarded: dict[str, float] | None = None  # student -> total, graded with no static check
+    unguarded_changed: list[str] = field(default_factory=list)  # files that run changed
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +263,7 @@ def graded(tmp_path_factory) -> dict[int, Graded]:
         name = grading.notebook_file(module)
         source = nbformat.read(course / "source" / module.name / name, as_version=4)
         release = nbformat.read(course / "release" / module.name / name, as_version=4)
-        class_ = {"reference": source, "blank": release}
+        class_ = {"reference": source, "blank": release, **all_trivial(source)}
         if module.number in ATTACKED:
             class_ |= attackers(course, module, source, release)
         if module.number == 13:
@@ -225,10 +298,36 @@ def graded(tmp_path_factory) -> dict[int, Graded]:
         before = digest(watched)
         outcomes = {o.student: o for o in grading.autograde(course, module, jobs=2)}
         after = digest(watched)
+        scores = gradebook.scores(course, module)
+        unguarded, changed = None, []
+        if module.number in ATTACKED:  # the same class again, the static check switched off
+            attacks = unguarded_attackers(module, source)
+            for student, nb in attacks.items():
+                target = course / "submitted" / student / module.name / name
+                target.parent.mkdir(parents=True)
+                nbformat.write(nb, target)
+            chosen = ["reference", "blank", *attacks]
+            again_before = digest(watched)
+            with _no_static_check():
+                grading.autograde(course, module, chosen, jobs=2)
+            again_after = digest(watched)
+            changed = sorted(f for f in again_before if again_after.get(f) != again_before[f])
+            again = gradebook.scores(course, module)
+            unguarded = {student: again.total(student) for student in chosen}
         results[module.number] = Graded(
-            course, module, outcomes, gradebook.scores(course, module), before, after
+            course, module, outcomes, scores, before, after, unguarded, changed
         )
     return results
+
+
+@contextmanager
+def _no_static_check():
+    keep = scoring.forbidden
+    scoring.forbidden = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        scoring.forbidden = keep
 
 
 def test_blank_release_scores_zero_and_reference_full_on_every_module(graded):
@@ -239,6 +338,35 @@ def test_blank_release_scores_zero_and_reference_full_on_every_module(graded):
         assert scores.total("reference") == scores.max_total, (number, result.outcomes["reference"])
         assert scores.total("blank") == 0, (number, scores.rows["blank"])
         assert result.outcomes["reference"].ok and result.outcomes["blank"].ok, number
+
+
+def test_trivial_submissions_score_no_more_than_blank_on_every_module(graded):
+    for number, result in graded.items():
+        trivial = [s for s in result.scores.rows if s.startswith("trivial-")]
+        assert len(trivial) == 5, number
+        for student in trivial:
+            outcome = result.outcomes[student]
+            assert outcome.ok, (number, student, outcome.message)
+            assert result.scores.total(student) <= result.scores.total("blank"), (
+                number,
+                student,
+                [(c.grade_id, c.reason) for c in outcome.checks],
+            )
+
+
+@pytest.mark.parametrize("number", ATTACKED)
+def test_with_no_static_check_the_judge_alone_holds(graded, number):
+    """Forged pass lines (a nonce found by the garbage collector or by walking frames), forged
+    numbers, numpy's comparisons rewritten through vars(), a lying ndarray subclass, module 05's
+    numerical_gradient replaced, module 13 with no real code: none scores above the blank,
+    while the reference graded beside them keeps full marks."""
+    totals = graded[number].unguarded
+    assert totals["reference"] == graded[number].scores.max_total
+    attackers_ = set(totals) - {"reference", "blank"}
+    assert len(attackers_) >= 5
+    for student in attackers_:
+        assert totals[student] <= totals["blank"], (number, student)
+    assert graded[number].unguarded_changed == []
 
 
 @pytest.mark.parametrize("number", ATTACKED)

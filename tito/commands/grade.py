@@ -180,7 +180,6 @@ def autograde(
             ok(f"no student of {len(found)} falls in shard {shard}; nothing to grade")
             return
     outcomes = grading.autograde(folder, module, chosen, jobs=jobs, unsafe=unsafe)
-    gradebook.record_outcomes(folder, module, outcomes)
     for outcome in outcomes:
         if outcome.ok:
             ok(f"graded {outcome.student}" + (f" ({outcome.message})" if outcome.message else ""))
