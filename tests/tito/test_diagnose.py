@@ -50,6 +50,13 @@ BUGS = [
     # (module, the line, the slip, the operation named, words of the hint)
     (1, "        return a - b", "        return b - a", "Sub.forward", "a sign slip"),
     (
+        5,
+        "grads[key] = g if key not in grads else grads[key] + g",
+        "grads[key] = g",
+        "the gradient reaching Add.backward",
+        "each node's gradients are added up (+=, not =)",
+    ),
+    (
         12,
         "scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5",
         "scores = q @ k.transpose(-2, -1)",
@@ -93,7 +100,11 @@ def test_a_planted_bug_is_named(number, old, new, operation, words, tmp_path):
     assert first.place.startswith(f"{path.name}, cell ")
     # the line cited is the slip itself, except where the slip removed an operation: then it is
     # the next operation, whose input already differs (the hint says how)
-    cited = "scores = scores + Tensor(mask)" if number == 12 else new.strip()
+    # the engine's slip shows where the engine hands the wrong gradient on
+    cited = {
+        12: "scores = scores + Tensor(mask)",
+        5: "for parent, g in zip(fn.parents, fn.backward(total)):",
+    }.get(number, new.strip())
     assert cited in first.place
 
 
