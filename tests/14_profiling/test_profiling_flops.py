@@ -6,7 +6,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 from torch_reference import TorchGPT
 
-from tinytorch.core.attention import Attention, HeadProjection
+from tinytorch.accel.kernels import FusedAttention, QKVProjection
 from tinytorch.core.hooks import listen
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.tensor import ShapeError, Tensor
@@ -130,7 +130,7 @@ def test_attention_backward_counts_only_the_gradients_it_computes(needs):
     rng = np.random.default_rng(3)
     b, h, tq, tk, d, dv = 2, 3, 4, 5, 6, 7
     arrays = [rng.normal(size=s) for s in ((b, h, tq, d), (b, h, tk, d), (b, h, tk, dv))]
-    fwd, bwd = function_flops(Attention, arrays, needs)
+    fwd, bwd = function_flops(FusedAttention, arrays, needs)
     scores = b * h * tq * tk
     assert fwd.matmul_flops == 2 * scores * (d + dv)
     need_q, need_k, need_v = needs
@@ -149,7 +149,7 @@ def test_head_projection_and_linear_follow_their_multiplies():
     )
     needs = (False, True, False, True, True, False, False)
     fwd, bwd = function_flops(
-        HeadProjection, [x, *weights, *biases], needs, num_heads=2, has_bias=True
+        QKVProjection, [x, *weights, *biases], needs, num_heads=2, has_bias=True
     )
     assert fwd.matmul_flops == 3 * 2 * 10 * 8 * 8 and fwd.other_flops == 3 * 10 * 8
     assert bwd.matmul_flops == 2 * 2 * 10 * 8 * 8 and bwd.other_flops == 10 * 8  # two dW, one db
@@ -164,7 +164,6 @@ def test_an_operation_without_a_rule_is_marked_unknown_not_free():
     assert forward_flops("Permute", [(3, 4)], (4, 3)) == (0, 0)
     packed = [(2, 5, 8), (8, 8), (8, 8), (8,), (8,)]
     fused = forward_flops("QKVProjection", packed, (2, 2, 2, 5, 4), {"has_bias": True})
-    assert fused == forward_flops("HeadProjection", packed, (2, 2, 2, 5, 4), {"has_bias": True})
     assert fused == (2 * 2 * 10 * 8 * 8, 2 * 10 * 8)
     assert forward_flops("GELUFunction", [(3, 4)], (3, 4)) == (0, 8 * 12)
     assert backward_flops("GELUFunction", [(3, 4)], (3, 4), [True]) == (0, 12 * 12)

@@ -53,18 +53,16 @@ def matmul_flops(a_shape, b_shape) -> int:
 ELEMENTWISE = {"Add": (1, 0), "Sub": (1, 1), "Mul": (1, 2), "Div": (1, 4), "Neg": (1, 1),
                "Pow": (1, 3), "Exp": (1, 1), "Log": (1, 1), "ReLUFunction": (1, 1),
                "SigmoidFunction": (3, 3), "TanhFunction": (1, 3), "GELUFunction": (8, 12),
-               "SoftmaxFunction": (5, 4), "LayerNormFunction": (8, 10),
+               "SoftmaxFunction": (5, 4), "FusedLayerNorm": (8, 10),
                "DropoutFunction": (1, 1)}  # fmt: skip
 # (forward, backward) FLOPs per input element
 REDUCTIONS = {"Sum": (1, 0), "Mean": (1, 1), "Max": (1, 2), "CrossEntropyFunction": (5, 3),
               "MSEFunction": (3, 3)}  # fmt: skip
 # moving data, no arithmetic
 FREE = {"Reshape", "Permute", "GetItem", "EmbeddingLookup"}
-MATMUL_OPS = ("MatMul", "LinearFunction", "HeadProjection", "Attention", "QKVProjection",
-              "FusedAttention")  # fmt: skip
-# module 18's fused kernels do the arithmetic of the lessons they replace
-SAME_AS = {"QKVProjection": "HeadProjection", "FusedAttention": "Attention",
-           "FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction"}  # fmt: skip
+MATMUL_OPS = ("MatMul", "LinearFunction", "QKVProjection", "FusedAttention")
+# module 18's fused kernels that do the arithmetic of a lesson's own Function
+SAME_AS = {"FusedGELU": "GELUFunction"}
 SOFTMAX = 5  # max, subtract, exp, sum, scale: per score
 
 
@@ -81,14 +79,14 @@ def other_flops(op: str, in_shapes: list, out_shape, phase: str = "forward") -> 
 
 
 def _projection(in_shapes, has_bias: bool):
-    """n, rows, K, N of a HeadProjection (x, W_1..W_n, b_1..b_n)."""
+    """n, rows, K, N of a QKVProjection (x, W_1..W_n, b_1..b_n)."""
     n = (len(in_shapes) - 1) // 2 if has_bias else len(in_shapes) - 1
     k, m = in_shapes[1]
     return n, _size(in_shapes[0][:-1]), k, m
 
 
 def _attention(in_shapes):
-    """b, Tq, Tk, D, Dv of an Attention given q, k, v or one packed (3, ...) input."""
+    """b, Tq, Tk, D, Dv of a FusedAttention given q, k, v or one packed (3, ...) input."""
     q, k, v = in_shapes if len(in_shapes) == 3 else (tuple(in_shapes[0][1:]),) * 3
     batch = _size(np.broadcast_shapes(tuple(q[:-2]), tuple(k[:-2]), tuple(v[:-2])))
     return batch, q[-2], k[-2], q[-1], v[-1]
@@ -103,11 +101,11 @@ def forward_flops(op: str, in_shapes: list, out_shape, kwargs: dict | None = Non
     if op == "LinearFunction":
         (k, n), rows = in_shapes[1], _size(in_shapes[0][:-1])
         return 2 * rows * k * n, rows * n if len(in_shapes) == 3 else 0
-    if op == "HeadProjection":
+    if op == "QKVProjection":
         has_bias = kwargs.get("has_bias", False)
         n, rows, k, m = _projection(in_shapes, has_bias)
         return n * 2 * rows * k * m, n * rows * m if has_bias else 0
-    if op == "Attention":
+    if op == "FusedAttention":
         b, tq, tk, d, dv = _attention(in_shapes)
         scores = b * tq * tk
         masked = scores if kwargs.get("mask") is not None else 0
@@ -127,13 +125,13 @@ def backward_flops(
         (k, n), rows = in_shapes[1], _size(in_shapes[0][:-1])
         bias = rows * n if len(in_shapes) == 3 and needed[2] else 0
         return sum(needed[:2]) * 2 * rows * k * n, bias
-    if op == "HeadProjection":
+    if op == "QKVProjection":
         has_bias = kwargs.get("has_bias", False)
         n, rows, k, m = _projection(in_shapes, has_bias)
         multiplies = (n if needed[0] else 0) + sum(needed[1 : 1 + n])
         adds = (n - 1) * rows * k if needed[0] else 0  # dx sums the n projections' parts
         return multiplies * 2 * rows * k * m, adds + sum(needed[1 + n :]) * rows * m
-    if op == "Attention":
+    if op == "FusedAttention":
         b, tq, tk, d, dv = _attention(in_shapes)
         need_q, need_k, need_v = needed * 3 if len(needed) == 1 else needed
         scores = b * tq * tk
