@@ -9,7 +9,7 @@ _HOMES = {
     **dict.fromkeys(("accelerate", "plain", "accelerated", "parts_for", "PARTS", "LESSONS"),
                     "tinytorch.accel.accelerate"),
     **dict.fromkeys(("FusedAttention", "QKVProjection", "FusedLayerNorm", "FusedGELU",
-                     "softmax_rows_"), "tinytorch.accel.kernels"),
+                     "softmax_rows_", "SortedEmbeddingLookup"), "tinytorch.accel.kernels"),
     "FusedAdam": "tinytorch.accel.optim",
     "DataParallel": "tinytorch.accel.parallel",
 }  # fmt: skip

@@ -13,12 +13,20 @@ from tinytorch.core.layers import Module
 from tinytorch.core.optimizers import Adam, AdamW, Optimizer
 from tinytorch.core.tensor import Tensor
 from tinytorch.nn.normalization import LayerNorm
+from tinytorch.text.embeddings import Embedding, token_ids_array
 
 if __name__ != "__main__":  # the package file; this notebook defines them above
-    from tinytorch.accel.kernels import FusedAttention, FusedGELU, FusedLayerNorm, QKVProjection
+    from tinytorch.accel.kernels import (
+        FusedAttention,
+        FusedGELU,
+        FusedLayerNorm,
+        QKVProjection,
+        SortedEmbeddingLookup,
+    )
     from tinytorch.accel.optim import FusedAdam
 
-LESSONS = {"gelu": 2, "adamw": 6, "attention": 12, "layernorm": 13}  # part -> the lesson it speeds
+# part -> the lesson it speeds
+LESSONS = {"gelu": 2, "adamw": 6, "embedding": 11, "attention": 12, "layernorm": 13}
 PARTS = tuple(LESSONS)
 THIS_MODULE = 18
 
@@ -105,6 +113,14 @@ class FastGELU:
         return FusedGELU.apply(_tensor(x), recompute=self.recompute)
 
 
+class FastEmbedding:
+    """Module 11's Embedding through SortedEmbeddingLookup."""
+
+    def forward(self, token_ids):
+        ids = token_ids_array(token_ids, self.num_embeddings)  # the lesson's checks
+        return SortedEmbeddingLookup.apply(self.weight, ids=ids)
+
+
 class FastAdamW(FusedAdam):
     decoupled_decay = True
 
@@ -164,6 +180,10 @@ def accelerate(obj, parts=None, *, recompute: bool = False):
             _swap(layer, FastLayerNorm)
         elif "gelu" in parts and isinstance(layer, GELU):
             _swap(layer, FastGELU)
+        elif (
+            "embedding" in parts and getattr(type(layer), "lesson_class", type(layer)) is Embedding
+        ):
+            _swap(layer, FastEmbedding)  # Embedding itself: its subclasses have their own forward
         else:
             continue
         if hasattr(type(layer), "recompute"):
@@ -184,7 +204,7 @@ def plain(obj):
 def accelerated(obj) -> set[str]:
     """The parts of `obj` that take a fast path now."""
     fast = {FastAttention: "attention", FastLayerNorm: "layernorm", FastGELU: "gelu",
-            FastAdamW: "adamw", FastAdamL2: "adamw"}  # fmt: skip
+            FastEmbedding: "embedding", FastAdamW: "adamw", FastAdamL2: "adamw"}  # fmt: skip
     found = [obj] if isinstance(obj, Optimizer) else list(_layers(obj))
     return {fast[type(x).accelerated_by] for x in found if hasattr(type(x), "accelerated_by")}
 
@@ -203,5 +223,5 @@ def parts_for(completed) -> tuple[str, ...]:
 
 
 __all__ = ["LESSONS", "PARTS", "THIS_MODULE", "FastAttention", "FastLayerNorm",
-    "FastGELU", "FastAdamW", "FastAdamL2", "accelerate", "plain", "accelerated",
-    "parts_for"]  # fmt: skip
+    "FastGELU", "FastEmbedding", "FastAdamW", "FastAdamL2", "accelerate", "plain",
+    "accelerated", "parts_for"]  # fmt: skip

@@ -62,7 +62,7 @@ REDUCTIONS = {"Sum": (1, 0), "Mean": (1, 1), "Max": (1, 2), "CrossEntropyFunctio
 FREE = {"Reshape", "Permute", "GetItem", "EmbeddingLookup"}
 MATMUL_OPS = ("MatMul", "LinearFunction", "QKVProjection", "FusedAttention")
 # module 18's fused kernels that do the arithmetic of a lesson's own Function
-SAME_AS = {"FusedGELU": "GELUFunction"}
+SAME_AS = {"FusedGELU": "GELUFunction", "SortedEmbeddingLookup": "EmbeddingLookup"}
 SOFTMAX = 5  # max, subtract, exp, sum, scale: per score
 
 
