@@ -121,7 +121,44 @@ def _gpt2(library: str, row: Row, cfg, workers: int = 1) -> dict:
     }
 
 
-KINDS = {"train": _train, "generate": _generate, "gpt2": _gpt2}
+def _conv(library: str, row: Row, cfg=None, workers: int = 1) -> dict:
+    """One Conv2d layer with bias: forward, then backward of a fixed output gradient to the
+    input, the weight and the bias (tinytorch's Conv2d of module 09; torch's F.conv2d)."""
+    c_in, c_out, h, w, k, stride, padding = row.conv
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((row.batch, c_in, h, w)).astype(np.float32)
+    out_h, out_w = ((n + 2 * padding - k) // stride + 1 for n in (h, w))
+    g = rng.standard_normal((row.batch, c_out, out_h, out_w)).astype(np.float32)
+    if library == "tinytorch":
+        from tinytorch.core.spatial import Conv2d
+        from tinytorch.core.tensor import Tensor
+
+        np.random.seed(0)
+        layer = Conv2d(c_in, c_out, k, stride=stride, padding=padding)
+
+        def step():
+            layer.zero_grad()
+            xt = Tensor(x, requires_grad=True)
+            layer(xt).backward(g)
+    else:
+        import torch
+        import torch.nn.functional as F
+
+        torch.manual_seed(0)
+        weight = torch.nn.Parameter(torch.randn(c_out, c_in, k, k) / (c_in * k * k) ** 0.5)
+        bias = torch.nn.Parameter(torch.zeros(c_out))
+        gt = torch.from_numpy(g)
+
+        def step():
+            weight.grad = bias.grad = None
+            xt = torch.from_numpy(x).requires_grad_(True)
+            F.conv2d(xt, weight, bias, stride=stride, padding=padding).backward(gt)
+
+    wall, cpu = _timed(step, row.warmup, row.steps)
+    return {"step_ms": float(np.median(wall)) * 1e3, "step_cpu_ms": float(np.median(cpu)) * 1e3}
+
+
+KINDS = {"train": _train, "generate": _generate, "gpt2": _gpt2, "conv": _conv}
 
 
 def main(library: str, setting: str, row: Row) -> dict:
@@ -129,12 +166,13 @@ def main(library: str, setting: str, row: Row) -> dict:
         raise ValueError(f"library must be tinytorch, {PLAIN} or torch, got {library!r}")
     if library == "torch":
         # PyTorch as a user runs it: importing the preset table must not tune this process's
-        # allocator the way tinytorch does for itself (module 05, keep_freed_memory)
+        # allocator the way tinytorch does for itself (tinytorch/core/allocator.py)
         os.environ["TINYTORCH_KEEP_FREED_MEMORY"] = "0"
         import torch
 
         torch.set_grad_enabled(True)
-    from tinytorch.models.transformer import PRESETS  # noqa: F401 - the sizes, both sides
+    if row.kind != "conv":
+        from tinytorch.models.transformer import PRESETS  # noqa: F401 - the sizes, both sides
 
     threads, workers = parse_setting(setting)
     if workers > 1 and row.kind != "train":

@@ -32,9 +32,13 @@ PROMPT_LEN = 16
 GEN_CONTEXT = 256  # generation models hold prompt + 200 new tokens: the window never slides
 
 
+CONV = "conv"  # the preset name of the convolution rows (`--config conv` runs only them)
+
+
 @dataclass(frozen=True)
 class Row:
-    """One measurement: `kind` train, generate or gpt2 on the preset `preset`."""
+    """One measurement: `kind` train, generate or gpt2 on the preset `preset`, or conv: one
+    Conv2d layer's forward and backward (`preset` CONV, the layer's shape in `conv`)."""
 
     key: str
     kind: str
@@ -44,12 +48,16 @@ class Row:
     new_tokens: int = 0  # generated tokens (generate, gpt2)
     steps: int = 5  # timed calls per process
     warmup: int = 2
+    # conv rows: (in_channels, out_channels, height, width, kernel, stride, padding)
+    conv: tuple[int, ...] = ()
     libraries: tuple[str, ...] = LIBRARIES  # who is measured in this row
     cache: bool = True  # generation through module 17's KV cache
 
 
 def config(row: Row):
-    """The preset's GPTConfig; generation rows get room for prompt + new tokens."""
+    """The preset's GPTConfig; generation rows get room for prompt + new tokens; conv rows None."""
+    if row.kind == CONV:
+        return None
     from tinytorch.models.transformer import PRESETS
 
     cfg = PRESETS[row.preset]

@@ -19,6 +19,10 @@ LINES = (
     ("gpt2", "forward_ms", "GPT-2 small forward ms, B1 T256", "<=", None, None),
     ("gpt2", "tok_s", "GPT-2 small cached greedy tokens/s", ">=", None, None),
     ("gpt2", "peak_mib", "GPT-2 small peak memory MiB (inference)", "<=", None, None),
+    ("conv_lenet", "step_ms", "conv fwd+bwd ms, LeNet C3 (B64 6->16 14x14 k5)", "<=", None, None),
+    ("conv_large", "step_ms", "conv fwd+bwd ms, B16 64->128 32x32 k3 p1", "<=", None, None),
+    ("conv_lenet", "peak_mib", "conv fwd+bwd peak memory MiB, LeNet C3", "<=", None, None),
+    ("conv_large", "peak_mib", "conv fwd+bwd peak memory MiB, 64->128 32x32", "<=", None, None),
     # the plain lesson code of modules 01-13 (no module 18; generation with module 17's cache)
     *((key, metric, f"{label}, plain 01-13", op, None, None, PLAIN) for key, metric, label, op in (
         ("train_small", "step_ms", "train step ms, small", "<="),

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks.common import (
+    CONV,
     DATA_PARALLEL,
     PLAIN,
     ROOT,
@@ -56,6 +57,10 @@ FULL = [
         3,
     ),  # fmt: skip
     (Row("gpt2", "gpt2", "gpt2-small", seq_len=256, new_tokens=32, steps=3, warmup=1), 3),
+    # one Conv2d layer, forward and backward: LeNet-5's second convolution (6 -> 16 channels,
+    # 14x14, 5x5) on a batch of 64, and a VGG-style 3x3 layer (64 -> 128 channels, 32x32)
+    (Row("conv_lenet", CONV, CONV, batch=64, conv=(6, 16, 14, 14, 5, 1, 0), steps=10), 5),
+    (Row("conv_large", CONV, CONV, batch=16, conv=(64, 128, 32, 32, 3, 1, 1), steps=3), 5),
 ]
 QUICK = [
     (Row("train_small", "train", "small", batch=16, seq_len=64, steps=3, warmup=1), 1),
@@ -148,7 +153,12 @@ def run(rows: list[tuple[Row, int]], say, threads: tuple = THREAD_CHOICES) -> di
 def main(argv: list[str] | None = None, console=None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small rows, one round (< 1 minute)")
-    parser.add_argument("--config", choices=["small", "medium", "gpt2-small", "all"], default=None)
+    parser.add_argument(
+        "--config",
+        choices=["small", "medium", "gpt2-small", CONV, "all"],
+        default=None,
+        help="only the rows of one model size, or conv: only the convolution rows",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument("--quality", action="store_true", help="also the 2,000-step quality run")
     parser.add_argument("--quality-steps", type=int, default=2000)

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from milestones import plots, tokens, training
-from milestones.corpus import DEFAULT_SOURCE, default_corpus, read_corpus, split
-from milestones.errors import MilestoneError
+from milestones import plots, runs, tokens, training
+from milestones.corpus import split
 from milestones.output import keep_previous, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.compress.distillation import distill_step, half_size
@@ -26,12 +25,14 @@ from tinytorch.compress.lowrank import factorize
 from tinytorch.compress.pruning import linears, prune, prune_structure, sparse_bytes
 from tinytorch.compress.quantization import model_bytes, quantize_model
 from tinytorch.core.autograd import no_grad
+from tinytorch.core.embeddings import Embedding
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import CosineSchedule, seed_everything, write_atomic
 from tinytorch.data.loader import LanguageModelDataset
-from tinytorch.models.transformer import GPT, GPTConfig, count_parameters
+from tinytorch.models.scaling import count_parameters
+from tinytorch.models.transformer import GPT
 
 RUN_FILES = ("summary.json", "table.md", "pareto.png")
 PROMPT = "The"
@@ -73,40 +74,19 @@ def source_folder(opts: RunOptions) -> Path:
 
 def load_run(folder: Path, data_dir: Path | None) -> Run:
     """The model, tokenizer and train/validation split of a finished `tito milestone run gpt`."""
-    path = folder / training.CHECKPOINT
-    meta = training.read_meta(path)
-    config = meta["config"]
-    corpus = (
-        default_corpus(data_dir)
-        if meta["corpus_source"] == DEFAULT_SOURCE
-        else read_corpus(Path(meta["corpus_source"]))
-    )
-    if corpus.sha256 != meta["corpus_sha256"]:
-        raise MilestoneError(
-            f"the corpus of {folder} has changed since the run was trained",
-            hint="train the GPT again with `tito milestone run gpt`",
-        )
-    vocab = tokens.build(config["tokenizer"], corpus, config["bpe_vocab"], data_dir)
-    if vocab.fingerprint != meta["vocab"]:
-        raise MilestoneError(
-            f"the tokenizer rebuilt for {folder} differs from the one it was trained with",
-            hint="train the GPT again with `tito milestone run gpt`",
-        )
-    sizes = GPTConfig(**{f.name: config[f.name] for f in fields(GPTConfig)})
-    model = GPT.from_config(sizes)
-    training.restore(path, model, None)
-    model.eval()
-    ids = vocab.encode(corpus.text)
-    train_ids, val_ids = split(ids, sizes.max_seq_len, meta["seed"])
-    to_bpc = tokens.bits_per_char(1.0, len(val_ids), len(vocab.decode(val_ids)))
+    found = runs.load_run(folder, data_dir)
+    sizes = found.config
+    ids = found.vocab.encode(found.corpus.text)
+    train_ids, val_ids = split(ids, sizes.max_seq_len, found.meta["seed"])
+    to_bpc = tokens.bits_per_char(1.0, len(val_ids), len(found.vocab.decode(val_ids)))
     return Run(
         folder,
-        model,
-        vocab,
+        found.model,
+        found.vocab,
         LanguageModelDataset(train_ids, sizes.max_seq_len),
         LanguageModelDataset(val_ids, sizes.max_seq_len),
         to_bpc,
-        meta,
+        found.meta,
     )
 
 
@@ -156,6 +136,12 @@ def sample(model, run: Run, setup: Setup, seed: int, cached: bool) -> tuple[str,
     return run.vocab.decode(out[0]), setup.sample_tokens / seconds
 
 
+def tables(model) -> list[Embedding]:
+    """The model's learned embedding tables (tokens, and positions unless sinusoidal)."""
+    found = [model.token_embedding, model.position_embedding]
+    return [e for e in found if isinstance(e, Embedding)]
+
+
 def nonzero(model) -> int:
     """Parameters that are not exactly zero (pruning's zeros are not stored sparse)."""
     return sum(int(np.count_nonzero(p.data)) for p in model.parameters())
@@ -176,12 +162,14 @@ def distill(teacher, run: Run, setup: Setup, steps: int, seed: int) -> tuple[GPT
     return student, losses
 
 
-def fine_tune(model, run: Run, setup: Setup, steps: int, seed: int) -> GPT:
-    """A few steps of the ordinary next-token loss (used after low-rank factorisation)."""
+def fine_tune(model, run: Run, setup: Setup, steps: int, seed: int, lr: float) -> GPT:
+    """Steps of the ordinary next-token loss on the run's training windows, cosine schedule."""
     model.train()
-    optimizer = AdamW(model.parameters(), lr=setup.distill_lr / 3, weight_decay=0.01)
+    optimizer = AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    schedule = CosineSchedule(lr, max(1, steps // 10), steps, lr / 10)
     for step in range(steps):
-        x, y = training.batch_at(run.train, seed + 2, step, setup.batch_size)
+        optimizer.lr = schedule(step)
+        x, y = training.batch_at(run.train, seed + 1, step, setup.batch_size)
         optimizer.zero_grad()
         cross_entropy(model(Tensor(x)), y).backward()
         optimizer.step()
@@ -213,7 +201,7 @@ def variants(run: Run, setup: Setup, steps: int, seed: int, console):
     low = factorize(model, ratio=0.25)
     yield "low rank (SVD, 1/4 rank)", low, model_bytes(low), count_parameters(low), True
     tune_steps = max(1, steps // 3)
-    tuned = fine_tune(copy.deepcopy(low), run, setup, tune_steps, seed)
+    tuned = fine_tune(copy.deepcopy(low), run, setup, tune_steps, seed, setup.distill_lr / 3)
     name = f"low rank + {tune_steps} steps"
     yield name, tuned, model_bytes(tuned), count_parameters(tuned), True
     began = time.perf_counter()
@@ -221,23 +209,29 @@ def variants(run: Run, setup: Setup, steps: int, seed: int, console):
     console.print(f"distilled the half-size student in {time.perf_counter() - began:.1f} s")
     name = f"distilled half-size ({steps} steps)"
     yield name, student, model_bytes(student), count_parameters(student), True
+    # the control: the same start, batches, steps and schedule, the hard targets only
+    alone = fine_tune(half_size(model), run, setup, steps, seed, setup.distill_lr)
+    name = f"half-size, no teacher ({steps} steps)"
+    yield name, alone, model_bytes(alone), count_parameters(alone), True
 
 
 def pareto_plot(rows: list[dict], path: Path) -> Path:
     """Validation bits/char against stored bytes; the Pareto front joined by a line."""
-    fig, ax = plots.plt.subplots(figsize=(8, 5))
+    fig, ax = plots.plt.subplots(figsize=(10, 5))
     front = pareto_front(rows)
-    for row in rows:
+    for number, row in enumerate(rows, start=1):
         best = row["name"] in front
-        ax.scatter(row["bytes"], row["bits_per_char"], color="tab:red" if best else "tab:blue")
-        ax.annotate(row["name"], (row["bytes"], row["bits_per_char"]), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")  # fmt: skip
+        point = (row["bytes"], row["bits_per_char"])
+        ax.scatter(
+            *point, color="tab:red" if best else "tab:blue", label=f"{number}  {row['name']}"
+        )
+        ax.annotate(str(number), point, fontsize=8, xytext=(4, 3), textcoords="offset points")
     points = sorted((r["bytes"], r["bits_per_char"]) for r in rows if r["name"] in front)
-    ax.plot(*zip(*points), color="tab:red", alpha=0.5, label="Pareto front")
+    ax.plot(*zip(*points), color="tab:red", alpha=0.5)
     ax.set_xscale("log")
     ax.set(xlabel="bytes stored", ylabel="validation bits per character",
-           title="Compressing the GPT: size against quality")  # fmt: skip
-    ax.legend()
+           title="Compressing the GPT: size against quality (red: the Pareto front)")  # fmt: skip
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return plots._save(fig, path)
 
 
@@ -355,6 +349,8 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         "linear_weights": sum(m.weight.size for _, m in linears(gpt_run.model)),
         "linear_layers": len(linears(gpt_run.model)),
         "linear_channels": sum(m.out_features for _, m in linears(gpt_run.model)),
+        "embedding_weights": sum(e.weight.size for e in tables(gpt_run.model)),
+        "embedding_rows": sum(e.num_embeddings for e in tables(gpt_run.model)),
         "rows": rows,
         "goal_int8_per_channel": goal,
         "pareto_front": sorted(pareto_front(rows)),

@@ -237,17 +237,14 @@ def tokens_per_second(run: Run, transforms: list[str], data_dir: Path | None, re
 def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats: int = 5,
             untrusted: bool = False):  # fmt: skip
     """What the tool measures of a run with `transforms` applied: a module 20 `Measured`."""
-    from milestones.corpus import DEFAULT_SOURCE, default_corpus, read_corpus
     from tinytorch.olympics.rules import Measured
 
     run = load_run(folder, data_dir, untrusted)
-    source = run.meta.get("corpus_source")
-    corpus = default_corpus(data_dir) if source == DEFAULT_SOURCE else read_corpus(Path(source))
     model = apply(run.model, transforms)
     return Measured(
         tokens_per_second=tokens_per_second(run, transforms, data_dir, repeats, untrusted),
         bytes=weight_bytes(model),
-        bits_per_char=heldout_bits(run, model, heldout_text(corpus.text)),
+        bits_per_char=heldout_bits(run, model, heldout_text(run.corpus.text)),
     )
 
 

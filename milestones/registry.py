@@ -154,6 +154,14 @@ MILESTONES: tuple[Milestone, ...] = (
         year=2017,
     ),
     Milestone(
+        "olympics",
+        "The Torch Olympics on the trained GPT: plain, accelerated, int8, pruned, low rank.",
+        (*_GPT_MODULES, 15, 16, 19, 20),
+        entry="milestones.torch_olympics:run",
+        preset="small",
+        year=2018,  # DAWNBench: systems ranked by time to a fixed quality
+    ),
+    Milestone(
         "compress",
         "Quantize, prune, factorise and distil the trained GPT: one table and a Pareto plot.",
         (*_GPT_MODULES, 15, 16),

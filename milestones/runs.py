@@ -1,22 +1,73 @@
-"""A finished GPT run read back: the model with its weights and the tokenizer it was trained with.
+"""A GPT milestone run on disk: the checkpoint format, and `load_run` to read one back.
 
-A run folder (what `tito milestone run gpt` writes) holds `checkpoint.npz`, whose metadata names
-the configuration, the corpus (its source and SHA-256) and the tokenizer's fingerprint. The
-tokenizer is rebuilt from the same corpus and checked against that fingerprint, so a run is never
-read with another vocabulary than the one it learned.
+A run folder (what `tito milestone run gpt` writes) holds `checkpoint.npz`, written by module 07's
+`save_checkpoint`: the weights, the optimizer's state, and under `extra` the run's metadata as
+UTF-8 JSON bytes (META_KEY, no pickle). The metadata names the configuration, the corpus (its
+source and SHA-256), the tokenizer whole (`tokenizer`: the characters or the byte-pair merges) and
+its fingerprint. `load_run` gives back the model and the tokenizer it was trained with, checked
+against that fingerprint, so a run is never read with another vocabulary than the one it learned;
+a run from before checkpoints kept the tokenizer has it rebuilt from the same corpus. The
+milestones, `tito model export` and the olympics read runs through this file only.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+import numpy as np
+
 from milestones import tokens
-from milestones.corpus import DEFAULT_SOURCE, default_corpus, read_corpus
+from milestones.corpus import DEFAULT_SOURCE, Corpus, default_corpus, read_corpus
 from milestones.errors import MilestoneError
-from milestones.training import CHECKPOINT, read_meta
 from tinytorch.core.training import load_checkpoint
 from tinytorch.core.transformer import GPT, GPTConfig
+
+CHECKPOINT = "checkpoint.npz"
+META_KEY = "milestone_meta"  # run metadata as UTF-8 JSON bytes in a uint8 array (no pickle)
+
+
+def meta_array(meta: dict) -> np.ndarray:
+    """The metadata as the checkpoint stores it."""
+    return np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
+
+
+def read_meta(path) -> dict:
+    """The run metadata stored in a checkpoint, or a MilestoneError if it is not a readable one."""
+    path = checkpoint_path(path)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            key = next(k for k in archive.files if k.endswith(META_KEY))
+            return json.loads(archive[key].tobytes().decode())
+    except Exception as err:  # noqa: BLE001 - any failure here means a damaged file
+        raise MilestoneError(
+            f"checkpoint {path} is damaged or not a milestone checkpoint ({type(err).__name__})",
+            hint="start afresh without --resume (the damaged file is kept as it is)",
+        ) from None
+
+
+def checkpoint_path(path) -> Path:
+    """A run folder's checkpoint, or the file itself."""
+    path = Path(path)
+    return path / CHECKPOINT if path.is_dir() else path
+
+
+def tokenizer_record(tokenizer) -> dict:
+    """A module-10 tokenizer as plain JSON data: what `tokenizer_from_record` rebuilds it from."""
+    if hasattr(tokenizer, "merges"):
+        return {"type": "bpe", "merges": [[int(a), int(b)] for a, b in tokenizer.merges]}
+    return {"type": "char", "unk": bool(tokenizer.unk), "chars": "".join(tokenizer.chars)}
+
+
+def tokenizer_from_record(record: dict):
+    from tinytorch.text.tokenization import BPETokenizer, CharTokenizer
+
+    if record.get("type") == "bpe":
+        return BPETokenizer(record["merges"])
+    if record.get("type") == "char":
+        return CharTokenizer(record["chars"], unk=record.get("unk", False))
+    raise MilestoneError(f"unknown tokenizer type {record.get('type')!r} in the run's metadata")
 
 
 @dataclass
@@ -25,10 +76,16 @@ class Run:
     model: GPT
     vocab: tokens.Tokens
     meta: dict
+    corpus: Corpus  # the text it was trained on, as it is now (checked by its SHA-256)
 
     @property
     def config(self) -> GPTConfig:
         return config_of(self.meta)
+
+    @property
+    def tokenizer(self):
+        """The module-10 tokenizer itself (CharTokenizer or BPETokenizer)."""
+        return self.vocab.tokenizer
 
 
 def config_of(meta: dict) -> GPTConfig:
@@ -67,7 +124,7 @@ def load_run(folder: Path, data_dir: Path | None = None, untrusted: bool = False
     """The trained model and its tokenizer from a run folder (or its checkpoint file);
     `untrusted` (a submission) bounds what the file may ask for (check_untrusted)."""
     folder = Path(folder)
-    path = folder / CHECKPOINT if folder.is_dir() else folder
+    path = checkpoint_path(folder)
     if not path.is_file():
         raise MilestoneError(
             f"no trained run at {folder} (no {CHECKPOINT})",
@@ -84,9 +141,12 @@ def load_run(folder: Path, data_dir: Path | None = None, untrusted: bool = False
             f"the run in {folder} was trained on a text that is no longer the same ({source})",
             hint="use the corpus it was trained on, or train the run again",
         )
-    vocab = tokens.build(
-        setup.get("tokenizer", "char"), corpus, setup.get("bpe_vocab", 0), data_dir
-    )
+    if isinstance(meta.get("tokenizer"), dict):  # kept whole since checkpoints store it
+        vocab = tokens.wrap(tokenizer_from_record(meta["tokenizer"]))
+    else:
+        vocab = tokens.build(
+            setup.get("tokenizer", "char"), corpus, setup.get("bpe_vocab", 0), data_dir
+        )
     if vocab.fingerprint != meta.get("vocab"):
         raise MilestoneError(
             f"the tokenizer rebuilt for {folder} is not the one it was trained with",
@@ -95,4 +155,4 @@ def load_run(folder: Path, data_dir: Path | None = None, untrusted: bool = False
     model = GPT.from_config(config_of(meta))
     load_checkpoint(path, model)
     model.eval()
-    return Run(path.parent, model, vocab, meta)
+    return Run(path.parent, model, vocab, meta, corpus)

@@ -61,7 +61,7 @@ MODULES: tuple[CourseModule, ...] = (
         11,
         "embeddings",
         "Embeddings",
-        ("text.embeddings", "core.embeddings"),
+        ("text.embeddings",),
         (1, 3, 5),
         "tests/11_embeddings",
     ),
@@ -72,14 +72,7 @@ MODULES: tuple[CourseModule, ...] = (
         13,
         "transformers",
         "Transformers",
-        (
-            "nn.normalization",
-            "nn.feedforward",
-            "models.transformer",
-            "models.seq2seq",
-            "core.transformer",
-            "models.huggingface",
-        ),
+        ("nn.normalization", "nn.feedforward", "models.transformer"),
         (1, 2, 3, 4, 5, 6, 7, 11, 12),
         "tests/13_transformers",
     ),
@@ -88,7 +81,7 @@ MODULES: tuple[CourseModule, ...] = (
         "profiling",
         "Profiling",
         ("profile.flops", "profile.profiler", "profile.report"),
-        (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
         "tests/14_profiling",
     ),
     CourseModule(
@@ -131,8 +124,23 @@ MODULES: tuple[CourseModule, ...] = (
 
 
 # Package files that are given product code, hand-written rather than exported from a lesson;
-# every staged package (module tests, grading) holds them, like the __init__ files.
-GIVEN: tuple[str, ...] = ("tinytorch/core/hooks.py", "tinytorch/checks.py")
+# every staged package (module tests, grading) holds them, like the __init__ files. Each names the
+# course modules whose package code it imports (none: it imports only numpy and other given files).
+GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
+    "tinytorch/core/hooks.py": (),
+    "tinytorch/checks.py": (),
+    "tinytorch/names.py": (),  # every public name, its home and the paths that offer it
+    "tinytorch/core/allocator.py": (),  # glibc's allocator tuning, run by `import tinytorch`
+    "tinytorch/nn/functional.py": (2, 4),  # the functions of modules 02 and 04, PyTorch's path
+    "tinytorch/core/embeddings.py": (11,),  # module 11's names under the `core` path
+    "tinytorch/core/transformer.py": (13,),  # module 13's and the files below, under one path
+    "tinytorch/models/decoding.py": (),  # generate's argument checks; module 17's cache or not
+    "tinytorch/models/weights.py": (13,),  # save_model / load_model, the PyTorch layout
+    "tinytorch/models/scaling.py": (),  # parameter and memory arithmetic
+    "tinytorch/models/seq2seq.py": (13,),  # encoder and encoder-decoder (translate milestone)
+    "tinytorch/models/huggingface.py": (13,),  # GPT-2 layout for transformers
+}
+GIVEN: tuple[str, ...] = tuple(GIVEN_REQUIRES)
 
 
 def complete_key(incomplete: str) -> list[str]:
@@ -141,16 +149,51 @@ def complete_key(incomplete: str) -> list[str]:
     return [k for k in keys if k.startswith(incomplete.lower())]
 
 
+# "requires" has one meaning: the modules whose package code a module imports. From it, here
+# only: its prerequisites, their closure (everything it needs installed) and its dependents
+# (everything that builds on it). `module complete`, `milestone run`, grading's staged package
+# and `tito test --all` all read these.
+
+
+def _by_number() -> dict[int, CourseModule]:
+    return {m.number: m for m in MODULES}
+
+
+def prerequisites(module: CourseModule) -> list[CourseModule]:
+    """The modules `module` lists in `requires`, in course order."""
+    by_number = _by_number()
+    return [by_number[n] for n in sorted(module.requires)]
+
+
+def closure(numbers: tuple[int, ...] | CourseModule) -> list[CourseModule]:
+    """Every module the given ones need, directly or through another, in course order; given a
+    module, its own requirements (not itself), given numbers, those modules and theirs."""
+    by_number = _by_number()
+    todo = list(numbers.requires if isinstance(numbers, CourseModule) else numbers)
+    seen: set[int] = set()
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo += by_number[n].requires
+    return [by_number[n] for n in sorted(seen)]
+
+
+def dependents(module: CourseModule) -> list[CourseModule]:
+    """Every module that builds on `module`, directly or through another, in course order."""
+    return [m for m in MODULES if module in closure(m)]
+
+
 def missing(numbers: tuple[int, ...], root: Path) -> list[CourseModule]:
-    """The modules among `numbers` with a package file absent under the project `root`.
+    """The modules among `numbers` and their closure with a package file absent under `root`.
 
     The one prerequisite check: `module complete` asks it for a module's requirements, `milestone
     run` for a milestone's (milestones list their module numbers and import nothing from tito).
     """
     return [
         m
-        for m in MODULES
-        if m.number in numbers and not all((root / f).is_file() for f in m.package_files())
+        for m in closure(tuple(numbers))
+        if not all((root / f).is_file() for f in m.package_files())
     ]
 
 

@@ -469,11 +469,12 @@ class Tensor:
         self.grad: np.ndarray | None = None
         self._ctx: Function | None = None  # the Function that produced this tensor
 
-    # --- information -------------------------------------------------------------------
+    # --- information (grad_fn, is_leaf: PyTorch's names for the _ctx link) -------------
     shape = property(lambda self: self.data.shape)
     dtype = property(lambda self: self.data.dtype)
     ndim = property(lambda self: self.data.ndim)
     size = property(lambda self: self.data.size)
+    grad_fn, is_leaf = property(lambda self: self._ctx), property(lambda t: t._ctx is None)
 
     def __len__(self):
         return len(self.data)
@@ -503,8 +504,7 @@ class Tensor:
     def item(self) -> float:
         return float(self.data.item())
 
-    def __float__(self):
-        return self.item()
+    __float__ = item
 
     def __format__(self, spec):
         return format(self.item(), spec) if self.size == 1 else repr(self)

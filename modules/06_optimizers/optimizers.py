@@ -58,6 +58,10 @@ from tinytorch.core.tensor import Tensor
 # `state_dict()` is flat: hyperparameters as numbers and each state array under
 # `state.<index>.<name>`, where the index is the parameter's position in the list. Plain names,
 # numbers and arrays are all a `.npz` checkpoint needs (module 07), so nothing is pickled.
+#
+# PyTorch code finds its own spellings too: `optimizer.state[p]` is parameter `p`'s state
+# dictionary (the list is also a mapping from each parameter), and `optimizer.param_groups` is one
+# group holding every parameter, whose `group["lr"] = ...` sets `optimizer.lr`.
 
 
 # %% nbgrader={"grade": false, "grade_id": "base", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -70,6 +74,58 @@ def _check_number(name: str, value, low: float, high: float | None = None, open_
     if not ok:
         bound = "" if high is None else f" and {'<' if open_high else '<='} {high}"
         raise ValueError(f"{name} must be a number >= {low}{bound}, got {value!r}")
+
+
+class ParamState(list):
+    """One state dictionary per parameter, in the parameters' order (a step zips the two), and
+    looked up by the parameter itself as in PyTorch: `optimizer.state[p]["m"]`."""
+
+    def __init__(self, params: list[Tensor], states: list[dict]):
+        super().__init__(states)
+        self._params, self._index = params, {id(p): i for i, p in enumerate(params)}
+
+    def __getitem__(self, key):
+        if isinstance(key, Tensor):
+            if id(key) not in self._index:
+                raise KeyError("this tensor is not one of the optimizer's parameters")
+            key = self._index[id(key)]
+        return super().__getitem__(key)
+
+    def __contains__(self, key) -> bool:
+        return id(key) in self._index if isinstance(key, Tensor) else super().__contains__(key)
+
+    def keys(self) -> list[Tensor]:
+        return list(self._params)
+
+    def values(self) -> list[dict]:
+        return list(self)
+
+    def items(self) -> list[tuple[Tensor, dict]]:
+        return list(zip(self._params, self))
+
+
+class ParamGroup(dict):
+    """PyTorch's `optimizer.param_groups[0]`: the parameters and the hyperparameters, live."""
+
+    def __init__(self, optimizer):
+        self._optimizer = optimizer
+        super().__init__(params=optimizer.params)
+        for name in optimizer.hyperparameters:
+            super().__setitem__(name, getattr(optimizer, name))
+
+    def __getitem__(self, key):
+        if key in self._optimizer.hyperparameters:
+            return getattr(self._optimizer, key)
+        return super().__getitem__(key)
+
+    def __setitem__(self, key, value):
+        if key not in self._optimizer.hyperparameters:
+            raise KeyError(
+                f"{type(self._optimizer).__name__} has no hyperparameter {key!r}; its parameter "
+                f"group holds {', '.join(self._optimizer.hyperparameters)}"
+            )
+        setattr(self._optimizer, key, value)
+        super().__setitem__(key, value)
 
 
 class Optimizer:
@@ -90,7 +146,21 @@ class Optimizer:
         self.params: list[Tensor] = list(unique.values())
         _check_number("lr", lr, 0.0)
         self.lr = lr
-        self.state: list[dict] = [{} for _ in self.params]
+        self.state = [{} for _ in self.params]
+
+    @property
+    def state(self) -> ParamState:
+        """The state dictionary of every parameter, by position or by the parameter itself."""
+        return self._state
+
+    @state.setter
+    def state(self, states) -> None:
+        self._state = ParamState(self.params, list(states))
+
+    @property
+    def param_groups(self) -> list[ParamGroup]:
+        """One group holding every parameter; setting `group["lr"]` sets this optimizer's lr."""
+        return [ParamGroup(self)]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget the gradients: drop them (default) or fill them with zeros in place."""

@@ -32,7 +32,7 @@
 # 3. **Calibration**: the range of each layer's *input* on sample batches, read through the
 #    engine's listener hook, for quantizing activations.
 # 4. **`QuantizedLinear`**: module 03's `Linear` with int8 (or packed int4) weights and scales,
-#    and **`quantize_model`**, which swaps every `Linear` of a GPT for one.
+#    and **`quantize_model`**, which swaps every `Linear` (and embedding table) of a GPT.
 # 5. **`model_bytes`**: what the model really holds, measured from its arrays.
 #
 # Finally the honest part: what numpy can and cannot make faster with integers.
@@ -51,9 +51,11 @@ import copy
 import numpy as np
 
 from tinytorch.core.autograd import no_grad
+from tinytorch.core.embeddings import Embedding
 from tinytorch.core.hooks import Listener, listen
 from tinytorch.core.layers import Linear, LinearFunction, Module
 from tinytorch.core.tensor import ShapeError, Tensor
+from tinytorch.text.embeddings import token_ids_array
 
 
 def _bits(bits) -> int:
@@ -362,39 +364,78 @@ class QuantizedLinear(Module):
 #
 # `quantize_model(model, ...)` copies the model (the original stays as it was, to compare) and
 # replaces every `Linear` below it, in attributes, lists and dicts, with a `QuantizedLinear`
-# (`swap_linears`, given). Embeddings, LayerNorms and biases stay float32. With `tie_weights`
-# (every preset of the course) the output projection *is* the token embedding, which stays
-# float32 too; the milestone's table shows what share of the bytes that is.
+# (`swap_modules`, given). With `embeddings=True` it also replaces module 11's `Embedding`s by a
+# `QuantizedEmbedding` (given): one scale per row, that is per token (or per position), which is
+# also one scale per output channel of the tied output projection, since every preset of the
+# course reads its logits through `token_embedding.weight`. LayerNorms and biases stay float32:
+# they are few, and a LayerNorm's gain multiplies every value that passes.
 #
 # `model_bytes(model)` measures what a model stores: the bytes of every `Tensor` in its tree
 # (parameters and anything else it keeps, each array once, so a tied matrix counts once) plus
-# what each `QuantizedLinear` keeps in its integer arrays.
+# what each quantized layer keeps in its integer codes, scales and zero points.
 
 
 # %% nbgrader={"grade": false, "grade_id": "swap", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export
-def swap_linears(module: Module, make) -> int:
-    """Replace every Linear below `module` by `make(name, linear)`, in place; returns how many."""
+def swap_modules(module: Module, kind: type, make) -> int:
+    """Replace every `kind` below `module` by `make(name, old)`, in place; returns how many."""
     swapped = 0
     for name, owner in list(named_modules(module)):
         for key, value in list(vars(owner).items()):
-            if isinstance(value, Linear):
+            if isinstance(value, kind):
                 setattr(owner, key, make(f"{name}.{key}" if name else key, value))
                 swapped += 1
             elif isinstance(value, (list, dict)):
                 items = value.items() if isinstance(value, dict) else enumerate(value)
                 for index, item in list(items):
-                    if isinstance(item, Linear):
+                    if isinstance(item, kind):
                         value[index] = make(f"{name}.{key}.{index}".lstrip("."), item)
                         swapped += 1
     return swapped
 
 
+class QuantizedEmbedding(Module):
+    """Module 11's Embedding with integer rows: one scale per row with `per_channel`."""
+
+    def __init__(self, embedding: Embedding, bits: int = 8, per_channel: bool = True,
+                 symmetric: bool = True):  # fmt: skip
+        w = embedding.weight.data  # (vocab_size, embed_dim)
+        self.bits, self.shape = _bits(bits), w.shape
+        self.num_embeddings, self.embedding_dim = w.shape
+        scale, zero = quant_params(w, bits, symmetric, axis=0 if per_channel else None)
+        codes = quantize(w, scale, zero, bits)
+        self.qweight = pack_nibbles(codes) if self.bits <= 4 else codes
+        self.scale = scale.astype(np.float32)
+        self.zero_point = zero.astype(np.int8)
+
+    def codes(self) -> np.ndarray:
+        if self.bits <= 4:
+            return unpack_nibbles(self.qweight, self.shape)
+        return self.qweight
+
+    @property
+    def weight(self) -> Tensor:
+        """The dequantized table (vocab_size, embed_dim), float32; the tied output reads it."""
+        return Tensor(dequantize(self.codes(), self.scale, self.zero_point))
+
+    def forward(self, token_ids) -> Tensor:
+        ids = token_ids_array(token_ids, self.num_embeddings)
+        return Tensor(self.weight.data[ids])  # (..., embed_dim)
+
+    @property
+    def nbytes(self) -> int:
+        return self.qweight.nbytes + self.scale.nbytes + self.zero_point.nbytes
+
+    def __repr__(self):
+        return f"QuantizedEmbedding({self.num_embeddings}, {self.embedding_dim}, bits={self.bits})"
+
+
 # %% nbgrader={"grade": false, "grade_id": "model", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
 def quantize_model(model: Module, bits: int = 8, per_channel: bool = True, symmetric: bool = True,
-                   calibration: dict[str, RangeObserver] | None = None) -> Module:  # fmt: skip
-    """A copy of `model` with every Linear a QuantizedLinear; `calibration` from calibrate()."""
+                   calibration: dict[str, RangeObserver] | None = None,
+                   embeddings: bool = True) -> Module:  # fmt: skip
+    """A copy of `model` with its Linears (and Embeddings) quantized; calibration: calibrate()."""
     _bits(bits)
     quantized = copy.deepcopy(model)
     ### BEGIN SOLUTION
@@ -403,7 +444,10 @@ def quantize_model(model: Module, bits: int = 8, per_channel: bool = True, symme
         observed = None if calibration is None else calibration.get(name)
         return QuantizedLinear.from_linear(linear, bits, per_channel, symmetric, observed)
 
-    swap_linears(quantized, make)
+    swap_modules(quantized, Linear, make)
+    if embeddings:
+        swap_modules(quantized, Embedding,
+                     lambda name, e: QuantizedEmbedding(e, bits, per_channel, symmetric))  # fmt: skip
     ### END SOLUTION
     return quantized
 
@@ -418,7 +462,7 @@ def model_bytes(model: Module) -> int:
             if isinstance(value, Tensor) and id(value.data) not in seen:
                 seen.add(id(value.data))
                 total += value.data.nbytes
-        if isinstance(module, QuantizedLinear):
+        if isinstance(module, (QuantizedLinear, QuantizedEmbedding)):
             total += module.qweight.nbytes + module.scale.nbytes + module.zero_point.nbytes
     ### END SOLUTION
     return total
@@ -456,8 +500,10 @@ def int8_matmul(qx: np.ndarray, qw: np.ndarray) -> np.ndarray:
 # %%
 import time
 
+from threadpoolctl import threadpool_limits
 
-def best_of(fn, repeats=5):
+
+def best_of(fn, repeats=7):
     fn()
     times = []
     for _ in range(repeats):
@@ -473,20 +519,21 @@ layer = Linear(128, 512)
 qlayer = QuantizedLinear.from_linear(layer)
 xs, xz = quant_params(x32)
 qx = quantize(x32, xs, xz)
-float_s = best_of(lambda: x32 @ layer.weight.data)
-int_s = best_of(lambda: int8_matmul(qx, qlayer.qweight))
-deq_s = best_of(lambda: x32 @ qlayer.weight.data)
+with threadpool_limits(1, user_api="blas"):  # one thread: two fight on a shared machine
+    float_s = best_of(lambda: x32 @ layer.weight.data)
+    int_s = best_of(lambda: int8_matmul(qx, qlayer.qweight))
+    deq_s = best_of(lambda: x32 @ qlayer.weight.data)
 print(f"float32 BLAS {float_s * 1e3:.3f} ms; int8->int32 numpy {int_s * 1e3:.3f} ms "
       f"({int_s / float_s:.0f}x slower); dequantize + float32 {deq_s * 1e3:.3f} ms")  # fmt: skip
 print(f"weight bytes: float32 {layer.weight.data.nbytes:,}, int8 {qlayer.qweight.nbytes:,}")
 
 # %% [markdown]
-# Measured on the course machine (2 cores, OpenBLAS, one BLAS thread, `OPENBLAS_NUM_THREADS=1`),
-# for (512, 128) @ (128, 512): float32 BLAS 0.58 ms; the int8 codes widened to int32 and
-# multiplied by numpy 83 ms, about **140 times slower**; dequantize then float32 0.56 ms, the same
-# as float32 (dequantizing 65,536 codes is cheap next to the product). With two BLAS threads
-# on a machine other jobs are using, the float32 figure jumps about (24 ms was measured once),
-# so read the numbers above with the load in mind.
+# Measured on the course machine (2 cores, OpenBLAS, one BLAS thread) for (512, 128) @ (128, 512):
+# float32 BLAS 0.58 to 0.62 ms; the int8 codes widened to int32 and multiplied by numpy 83 to
+# 370 ms, **140 to 600 times slower** (the integer loop suffers most from other jobs); dequantize
+# then float32 0.56 to 0.68 ms, about the float32 time (dequantizing 65,536 codes is cheap next
+# to the product). With two BLAS threads on a machine other jobs are using,
+# the float32 product took up to 24 ms: one thread is the fair measurement here.
 #
 # So in numpy quantization buys **memory**, a quarter of the bytes on disk and in RAM, and never
 # compute. The model in the milestone computes what a real int8 kernel computes (codes times
@@ -609,12 +656,16 @@ def test_quantize_a_whole_gpt(rng):
     q8 = quantize_model(gpt, bits=8)
     linears = [m for _, m in named_modules(q8) if isinstance(m, (Linear, QuantizedLinear))]
     assert linears and all(isinstance(m, QuantizedLinear) for m in linears)
+    assert isinstance(q8.token_embedding, QuantizedEmbedding)
     for key, value in gpt.state_dict().items():  # the original is untouched
         np.testing.assert_array_equal(value, before[key])
-    linear = [m for _, m in named_modules(gpt) if isinstance(m, Linear)]
-    weights, channels = sum(m.weight.size for m in linear), sum(m.out_features for m in linear)
+    layers = [m for _, m in named_modules(gpt) if isinstance(m, Linear)]
+    tables = [gpt.token_embedding.weight, gpt.position_embedding.weight]
+    weights = sum(m.weight.size for m in layers) + sum(t.size for t in tables)
+    channels = sum(m.out_features for m in layers) + sum(len(t.data) for t in tables)
     assert model_bytes(gpt) == sum(p.data.nbytes for p in gpt.parameters())
-    # each weight 4 bytes -> 1; each output channel gains a float32 scale and an int8 zero point
+    # each weight 4 bytes -> 1; each output channel (each embedding row) gains a float32 scale
+    # and an int8 zero point
     assert model_bytes(gpt) - model_bytes(q8) == 3 * weights - 5 * channels
     tokens = rng.integers(0, 16, size=(2, 8))
     with no_grad():

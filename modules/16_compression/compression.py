@@ -302,9 +302,6 @@ import numpy as np
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import Tensor
 
-if __name__ != "__main__":  # the package file; this notebook defines it above
-    from tinytorch.compress.pruning import linears
-
 
 # %% nbgrader={"grade": false, "grade_id": "lowrank", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export compress.lowrank
@@ -390,9 +387,10 @@ def factorize(model: Module, ratio: float = 0.5, skip=("lm_head",)) -> Module:
 #     p_teacher = softmax(z_teacher / T),   p_student = softmax(z_student / T)
 #     loss = alpha * T² * KL(p_teacher || p_student)  +  (1 - alpha) * cross_entropy(z_student, y)
 #
-# The KL term's gradient with respect to the student's logits is `(p_student - p_teacher) / T`:
-# it shrinks like `1 / T`... and like `1 / T` again because softened probabilities differ less.
-# The **T²** factor undoes that, so the soft and hard terms keep their balance whatever `T` is.
+# The KL term's gradient with respect to the student's logits is `(p_student - p_teacher) / T`.
+# At a high temperature both distributions flatten towards uniform and their difference is about
+# `(z_student - z_teacher) / (V T)`, so that gradient falls like `1 / T²`. The **T²** factor
+# undoes it: the soft and hard terms keep their balance whatever `T` is (a test checks it).
 # Both terms are means over the positions (rows of the flattened logits).
 #
 # `DistillationLoss` is one `Function`, forward and backward side by side. With `N` rows, `q` the

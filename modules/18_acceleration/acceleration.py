@@ -649,16 +649,6 @@ from tinytorch.core.tensor import Tensor
 from tinytorch.nn.normalization import LayerNorm
 from tinytorch.text.embeddings import Embedding, token_ids_array
 
-if __name__ != "__main__":  # the package file; this notebook defines them above
-    from tinytorch.accel.kernels import (
-        FusedAttention,
-        FusedGELU,
-        FusedLayerNorm,
-        QKVProjection,
-        SortedEmbeddingLookup,
-    )
-    from tinytorch.accel.optim import FusedAdam
-
 # part -> the lesson it speeds
 LESSONS = {"gelu": 2, "adamw": 6, "embedding": 11, "attention": 12, "layernorm": 13}
 PARTS = tuple(LESSONS)

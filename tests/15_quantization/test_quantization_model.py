@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from tinytorch.compress.quantization import (
+    QuantizedEmbedding,
     QuantizedLinear,
     calibrate,
     model_bytes,
@@ -13,6 +14,7 @@ from tinytorch.compress.quantization import (
     quantize_model,
 )
 from tinytorch.core.autograd import no_grad
+from tinytorch.core.embeddings import Embedding
 from tinytorch.core.layers import Linear, Sequential
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.core.transformer import GPT
@@ -60,7 +62,8 @@ def test_quantize_model_swaps_every_linear_and_keeps_the_original(rng):
     q = quantize_model(gpt, bits=8)
     names = [n for n, m in named_modules(q) if isinstance(m, QuantizedLinear)]
     assert len(names) == 2 * 6 + 1  # q, k, v, out, linear1, linear2 per block; lm_head
-    assert not any(type(m) is Linear for _, m in named_modules(q))
+    assert not any(type(m) in (Linear, Embedding) for _, m in named_modules(q))
+    assert isinstance(q.position_embedding, QuantizedEmbedding)
     for key, value in gpt.state_dict().items():
         np.testing.assert_array_equal(value, before[key])
     tokens = rng.integers(0, 24, size=(3, 16))
@@ -74,7 +77,7 @@ def test_a_quantized_gpt_equals_the_float_gpt_holding_the_dequantized_weights(rn
     q = quantize_model(gpt, bits=4, per_channel=False)
     twin = small_gpt(3, tie_weights=True)
     for (_, m), (_, qm) in zip(named_modules(twin), named_modules(q)):
-        if isinstance(m, Linear):
+        if isinstance(m, (Linear, Embedding)):
             m.weight.data[...] = qm.weight.data
     tokens = rng.integers(0, 24, size=(2, 10))
     with no_grad():
@@ -94,11 +97,13 @@ def test_model_bytes_counts_every_array_once(rng):
     q = quantize_model(gpt)
     expected = sum(p.data.nbytes for p in q.parameters())  # embeddings, norms
     for _, m in named_modules(q):
-        if isinstance(m, QuantizedLinear):
-            expected += m.nbytes  # its bias is a Tensor outside parameters()
+        if isinstance(m, (QuantizedLinear, QuantizedEmbedding)):
+            expected += m.nbytes  # a QuantizedLinear's bias is a Tensor outside parameters()
     assert model_bytes(q) == expected
-    linear = sum(m.weight.size for _, m in named_modules(gpt) if isinstance(m, Linear))
-    assert model_bytes(gpt) - model_bytes(q) >= 3 * linear - 5 * 2 * (6 * 32 + 4 * 32)
+    kept = quantize_model(gpt, embeddings=False)
+    assert isinstance(kept.token_embedding, Embedding)
+    table = gpt.token_embedding.weight.size + gpt.position_embedding.weight.size
+    assert model_bytes(kept) - model_bytes(q) == 3 * table - 5 * (24 + 16)  # a scale per row
 
 
 def test_calibration_sees_inputs_of_fused_and_plain_linears(rng):

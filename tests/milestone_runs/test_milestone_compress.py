@@ -41,7 +41,7 @@ def test_every_variant_is_scored_and_written(finished):
     assert any(n.startswith("pruned 50%") for n in names)
     assert any(n.startswith("pruned 80%") for n in names)
     assert any(n.startswith("low rank") for n in names)
-    assert names[-1] == "distilled half-size (6 steps)"
+    assert names[-2:] == ["distilled half-size (6 steps)", "half-size, no teacher (6 steps)"]
     assert summary["source"] == str(runs / "gpt")
     for row in summary["rows"]:
         assert np.isfinite(row["bits_per_char"]) and row["bits_per_char"] > 0
@@ -60,12 +60,15 @@ def test_bytes_and_parameters_are_measured(finished):
     assert original["bytes"] == 4 * original["parameters"]
     linear, layers = summary["linear_weights"], summary["linear_layers"]
     channels = summary["linear_channels"]
+    table, table_rows = summary["embedding_weights"], summary["embedding_rows"]
     int8, int4 = rows["int8 per-channel"], rows["int4 per-channel"]
     assert int8["parameters"] == original["parameters"]
-    # every Linear weight: 4 bytes -> 1; a float32 scale and an int8 zero point per channel
-    assert original["bytes"] - int8["bytes"] == 3 * linear - 5 * channels
-    assert original["bytes"] - rows["int8 per-tensor"]["bytes"] == 3 * linear - 5 * layers
-    assert int8["bytes"] - int4["bytes"] == linear // 2  # two codes to a byte
+    # every Linear and embedding weight: 4 bytes -> 1; a float32 scale and an int8 zero point
+    # per output channel (per row of a table), or per layer
+    quantized = linear + table
+    assert original["bytes"] - int8["bytes"] == 3 * quantized - 5 * (channels + table_rows)
+    assert original["bytes"] - rows["int8 per-tensor"]["bytes"] == 3 * quantized - 5 * (layers + 2)
+    assert int8["bytes"] - int4["bytes"] == quantized // 2  # two codes to a byte
     half, most = rows["pruned 50% (global magnitude)"], rows["pruned 80% (global magnitude)"]
     others = original["parameters"] - linear
     assert half["parameters"] == pytest.approx(others + linear / 2, abs=2)

@@ -126,3 +126,34 @@ def test_options_they_have_no_use_for_are_refused(tmp_path, name):
     result = runner.invoke(app, ["milestone", "run", name, "--out", str(tmp_path), "--resume"])
     assert result.exit_code == 1
     assert said(result).startswith(f"error: --resume does not apply to {name}: it ")
+
+
+@pytest.mark.parametrize("name", ["perceptron", "xor", "mlp", "cnn"])
+def test_each_runs_on_a_package_of_only_its_modules(tmp_path, name):
+    """A student who has just finished the last module a milestone needs can run it."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tito.catalog import GIVEN, MODULES
+    from tito.paths import PACKAGE_ROOT
+
+    milestone = milestones.find(name)
+    keep = {p.as_posix() for m in MODULES if m.number in milestone.requires
+            for p in m.package_files()} | set(GIVEN)  # fmt: skip
+    shutil.copytree(PACKAGE_ROOT / "tinytorch", tmp_path / "tinytorch",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copytree(PACKAGE_ROOT / "data", tmp_path / "data")
+    for path in (tmp_path / "tinytorch").rglob("*.py"):
+        if path.name != "__init__.py" and path.relative_to(tmp_path).as_posix() not in keep:
+            path.unlink()
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; import milestones; "
+        "import tinytorch; assert tinytorch.__file__.startswith(sys.argv[1]); "
+        "s = milestones.find(sys.argv[2]).run(milestones.RunOptions(Path(sys.argv[1]) / 'out', "
+        "quick=True)); print(sorted(s['files']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path), name], cwd=PACKAGE_ROOT,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "summary.json" in done.stdout.splitlines()[-1]

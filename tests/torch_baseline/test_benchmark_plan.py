@@ -88,6 +88,27 @@ def test_the_report_names_each_cell_setting_and_compares_cpu_time_only_at_one_th
     assert row["cpu_ratio"] == "1.30" and row["status"] == "MUST MISSED"
 
 
+CONV_ROW = Row("conv_lenet", "conv", "conv", batch=4, conv=(2, 3, 9, 7, 3, 2, 1), steps=1, warmup=0)
+
+
+@pytest.mark.parametrize("library", ["tinytorch", "torch"])
+def test_a_conv_child_times_one_layer_forward_and_backward(library):
+    done = child(library, "1t", CONV_ROW)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["step_ms"] > 0 and result["step_cpu_ms"] > 0 and result["peak_mib"] >= 0
+
+
+def test_conv_rows_need_no_model_preset_and_are_a_config_of_their_own():
+    from benchmarks.common import config
+    from benchmarks.run import FULL
+
+    conv = [row for row, _ in FULL if row.kind == "conv"]
+    assert {row.key for row in conv} == {"conv_lenet", "conv_large"}
+    assert all(row.preset == "conv" and config(row) is None for row in conv)
+    assert settings(conv[0], ("1t", "2t")) == ("1t", "2t")  # no data-parallel setting
+
+
 def test_the_reference_is_measured_accelerated_and_the_plain_lessons_are_not():
     from benchmarks.common import TinyTrainer, config, tiny_model
     from tinytorch.accel.accelerate import PARTS, accelerated

@@ -9,11 +9,9 @@ import copy
 
 import numpy as np
 
+from tinytorch.compress.pruning import linears
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import Tensor
-
-if __name__ != "__main__":  # the package file; this notebook defines it above
-    from tinytorch.compress.pruning import linears
 
 
 class LowRankLinear(Module):

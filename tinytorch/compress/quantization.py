@@ -12,9 +12,11 @@ import copy
 import numpy as np
 
 from tinytorch.core.autograd import no_grad
+from tinytorch.core.embeddings import Embedding
 from tinytorch.core.hooks import Listener, listen
 from tinytorch.core.layers import Linear, LinearFunction, Module
 from tinytorch.core.tensor import ShapeError, Tensor
+from tinytorch.text.embeddings import token_ids_array
 
 
 def _bits(bits) -> int:
@@ -225,26 +227,63 @@ class QuantizedLinear(Module):
         )
 
 
-def swap_linears(module: Module, make) -> int:
-    """Replace every Linear below `module` by `make(name, linear)`, in place; returns how many."""
+def swap_modules(module: Module, kind: type, make) -> int:
+    """Replace every `kind` below `module` by `make(name, old)`, in place; returns how many."""
     swapped = 0
     for name, owner in list(named_modules(module)):
         for key, value in list(vars(owner).items()):
-            if isinstance(value, Linear):
+            if isinstance(value, kind):
                 setattr(owner, key, make(f"{name}.{key}" if name else key, value))
                 swapped += 1
             elif isinstance(value, (list, dict)):
                 items = value.items() if isinstance(value, dict) else enumerate(value)
                 for index, item in list(items):
-                    if isinstance(item, Linear):
+                    if isinstance(item, kind):
                         value[index] = make(f"{name}.{key}.{index}".lstrip("."), item)
                         swapped += 1
     return swapped
 
 
+class QuantizedEmbedding(Module):
+    """Module 11's Embedding with integer rows: one scale per row with `per_channel`."""
+
+    def __init__(self, embedding: Embedding, bits: int = 8, per_channel: bool = True,
+                 symmetric: bool = True):  # fmt: skip
+        w = embedding.weight.data  # (vocab_size, embed_dim)
+        self.bits, self.shape = _bits(bits), w.shape
+        self.num_embeddings, self.embedding_dim = w.shape
+        scale, zero = quant_params(w, bits, symmetric, axis=0 if per_channel else None)
+        codes = quantize(w, scale, zero, bits)
+        self.qweight = pack_nibbles(codes) if self.bits <= 4 else codes
+        self.scale = scale.astype(np.float32)
+        self.zero_point = zero.astype(np.int8)
+
+    def codes(self) -> np.ndarray:
+        if self.bits <= 4:
+            return unpack_nibbles(self.qweight, self.shape)
+        return self.qweight
+
+    @property
+    def weight(self) -> Tensor:
+        """The dequantized table (vocab_size, embed_dim), float32; the tied output reads it."""
+        return Tensor(dequantize(self.codes(), self.scale, self.zero_point))
+
+    def forward(self, token_ids) -> Tensor:
+        ids = token_ids_array(token_ids, self.num_embeddings)
+        return Tensor(self.weight.data[ids])  # (..., embed_dim)
+
+    @property
+    def nbytes(self) -> int:
+        return self.qweight.nbytes + self.scale.nbytes + self.zero_point.nbytes
+
+    def __repr__(self):
+        return f"QuantizedEmbedding({self.num_embeddings}, {self.embedding_dim}, bits={self.bits})"
+
+
 def quantize_model(model: Module, bits: int = 8, per_channel: bool = True, symmetric: bool = True,
-                   calibration: dict[str, RangeObserver] | None = None) -> Module:  # fmt: skip
-    """A copy of `model` with every Linear a QuantizedLinear; `calibration` from calibrate()."""
+                   calibration: dict[str, RangeObserver] | None = None,
+                   embeddings: bool = True) -> Module:  # fmt: skip
+    """A copy of `model` with its Linears (and Embeddings) quantized; calibration: calibrate()."""
     _bits(bits)
     quantized = copy.deepcopy(model)
 
@@ -252,7 +291,10 @@ def quantize_model(model: Module, bits: int = 8, per_channel: bool = True, symme
         observed = None if calibration is None else calibration.get(name)
         return QuantizedLinear.from_linear(linear, bits, per_channel, symmetric, observed)
 
-    swap_linears(quantized, make)
+    swap_modules(quantized, Linear, make)
+    if embeddings:
+        swap_modules(quantized, Embedding,
+                     lambda name, e: QuantizedEmbedding(e, bits, per_channel, symmetric))  # fmt: skip
     return quantized
 
 
@@ -265,7 +307,7 @@ def model_bytes(model: Module) -> int:
             if isinstance(value, Tensor) and id(value.data) not in seen:
                 seen.add(id(value.data))
                 total += value.data.nbytes
-        if isinstance(module, QuantizedLinear):
+        if isinstance(module, (QuantizedLinear, QuantizedEmbedding)):
             total += module.qweight.nbytes + module.scale.nbytes + module.zero_point.nbytes
     return total
 
@@ -281,4 +323,5 @@ def int8_matmul(qx: np.ndarray, qw: np.ndarray) -> np.ndarray:
 
 __all__ = ["qrange", "quant_params", "quantize", "dequantize", "fake_quantize",
     "RangeObserver", "calibrate", "named_modules", "pack_nibbles", "unpack_nibbles",
-    "QuantizedLinear", "swap_linears", "quantize_model", "model_bytes", "int8_matmul"]  # fmt: skip
+    "QuantizedLinear", "swap_modules", "QuantizedEmbedding", "quantize_model",
+    "model_bytes", "int8_matmul"]  # fmt: skip

@@ -7,32 +7,6 @@
 Each name is imported from its module on first use, so this package imports at every stage.
 """
 
-from tinytorch import lazy_names
+from tinytorch.names import lazy_module
 
-_HOMES = {
-    **dict.fromkeys(
-        ("parameter_counts", "matmul_flops", "forward_flops", "backward_flops", "gpt_step_flops"),
-        "tinytorch.profile.flops",
-    ),
-    **dict.fromkeys(
-        (
-            "Event",
-            "Profiler",
-            "Latency",
-            "latency",
-            "OpRow",
-            "by_operation",
-            "matmul_share",
-            "Profile",
-            "profile_step",
-            "profile_generation",
-        ),
-        "tinytorch.profile.profiler",
-    ),
-    **dict.fromkeys(
-        ("machine_rates", "operation_table", "plot_time", "plot_roofline"),
-        "tinytorch.profile.report",
-    ),
-}
-__all__ = sorted(_HOMES)
-__getattr__, __dir__ = lazy_names("tinytorch.profile", _HOMES)
+__getattr__, __dir__, __all__ = lazy_module("tinytorch.profile")

@@ -15,9 +15,7 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.hooks import Listener, listen
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.tensor import Tensor
-
-if __name__ != "__main__":  # the package file; this notebook defines them above
-    from tinytorch.profile.flops import MATMUL_OPS, backward_flops, forward_flops
+from tinytorch.profile.flops import MATMUL_OPS, backward_flops, forward_flops
 
 
 @dataclass
