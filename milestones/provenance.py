@@ -11,7 +11,8 @@ from __future__ import annotations
 
 ACCELERATION = 18
 MEMOIZATION = 17  # the KV cache every generation runs (module 13's generate calls it)
-NAMES = {"attention": "attention", "layernorm": "layer norm", "gelu": "GELU", "adamw": "AdamW"}
+NAMES = {"attention": "attention", "layernorm": "layer norm", "gelu": "GELU", "adamw": "AdamW",
+         "embedding": "embedding"}  # fmt: skip
 
 
 def parts(completed: frozenset[int]) -> tuple[str, ...]:

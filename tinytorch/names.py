@@ -87,7 +87,7 @@ TABLE: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("accel.accelerate", ("accelerate", "plain", "accelerated", "parts_for", "PARTS", "LESSONS"),
      (ACCEL,)),
     ("accel.kernels", ("FusedAttention", "QKVProjection", "FusedLayerNorm", "FusedGELU",
-                       "softmax_rows_"), (ACCEL,)),
+                       "softmax_rows_", "SortedEmbeddingLookup"), (ACCEL,)),
     ("accel.optim", ("FusedAdam",), (ACCEL,)),
     ("accel.parallel", ("DataParallel",), (ACCEL,)),
     ("profile.flops", ("parameter_counts", "matmul_flops", "forward_flops", "backward_flops",

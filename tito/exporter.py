@@ -146,7 +146,11 @@ def sibling_imports(body: str, dotted: str, bodies: dict[str, str]) -> str:
     for other, defined in others.items():
         names = sorted((used - bound) & defined, key=_isort_key)
         if names:
-            lines[f"tinytorch.{other}"] = f"from tinytorch.{other} import {', '.join(names)}\n"
+            line = f"from tinytorch.{other} import {', '.join(names)}\n"
+            if len(line) > 101:  # ruff's line length (100): one name a line, as ruff writes it
+                listed = "".join(f"    {name},\n" for name in names)
+                line = f"from tinytorch.{other} import (\n{listed})\n"
+            lines[f"tinytorch.{other}"] = line
     if not lines:
         return body
     text = body.splitlines(keepends=True)

@@ -111,8 +111,10 @@ def token_ids_array(token_ids, vocab_size: int) -> np.ndarray:
 #
 # `backward(grad)` returns the gradient for `weight`, shape `(num_embeddings, embedding_dim)`:
 # zero for rows never looked up, and the *sum* of the output gradients for every row looked up
-# once or more. Flatten the ids and the gradient rows, sort the ids (stable), find where each run
-# of equal ids starts, and sum each run with `np.add.reduceat`. Guard the empty case.
+# once or more. `np.add.at(out, ids, rows)` does exactly that: it adds each gradient row into the
+# row of its id, and repeated ids accumulate (`out[ids] += rows` would keep only one of the
+# repeats). Flatten the ids to `(N,)` and the gradient to `(N, embedding_dim)` first. (Module 18
+# sums the rows faster by sorting the ids, and tests it against yours.)
 
 
 # %% nbgrader={"grade": false, "grade_id": "lookup", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -129,15 +131,8 @@ class EmbeddingLookup(Function):
     def backward(self, grad):
         out = np.zeros((self.num_rows, grad.shape[-1]), dtype=grad.dtype)
         ### BEGIN SOLUTION
-        flat_ids = self.ids.reshape(-1)
-        if flat_ids.size == 0:
-            return (out,)
-        rows = grad.reshape(-1, grad.shape[-1])  # (N, D)
-        order = np.argsort(flat_ids, kind="stable")
-        sorted_ids = flat_ids[order]
-        # a run of equal ids starts wherever the sorted id changes
-        starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-        out[sorted_ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+        rows = grad.reshape(-1, grad.shape[-1])  # (N, D), one row per looked-up id
+        np.add.at(out, self.ids.reshape(-1), rows)  # repeated ids add up
         ### END SOLUTION
         return (out,)
 

@@ -29,8 +29,8 @@
 # **Masks are added, not multiplied.** A mask holds 0 where attention is allowed and -inf where
 # it is blocked; `exp(-inf) = 0`, so a blocked key gets exactly zero weight. A **causal** mask
 # blocks the future (GPT); a **padding** mask blocks the padded tail of shorter sequences in a
-# batch. A row that may attend to nothing at all would compute 0/0; we define its weights and
-# output as zero instead of NaN.
+# batch. A row that may attend to nothing at all would compute 0/0; module 02's softmax makes its
+# weights (and so the output) zero instead of NaN.
 #
 # **Autograd does the backward.** Attention is four Tensor operations you already have: a batched
 # matmul, an addition, module 02's softmax and another matmul. Each records its node, so

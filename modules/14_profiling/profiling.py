@@ -155,7 +155,7 @@ def matmul_flops(a_shape, b_shape) -> int:
 # backward cost per element each: `Add`'s backward passes its gradient on unchanged (no FLOPs),
 # `Mul`'s multiplies twice (one product per input). An operation with no rule is counted as
 # unknown (`None`, shown as "-"), never silently as free. Module 18's fused kernels do the
-# arithmetic of the lessons they replace: `SAME_AS` maps two of them to a lesson's operation, and
+# arithmetic of the lessons they replace: `SAME_AS` maps three of them to a lesson's operation, and
 # the given `FUSED` rules count its packed projection and its one-node attention.
 # You write the rules of `MatMul` and `LinearFunction` in `forward_flops` and `backward_flops`.
 
@@ -176,7 +176,8 @@ REDUCTIONS = {"Sum": (1, 0), "Mean": (1, 1), "Max": (1, 2), "CrossEntropyFunctio
 FREE = {"Reshape", "Permute", "GetItem", "EmbeddingLookup"}
 MATMUL_OPS = ("MatMul", "LinearFunction", "QKVProjection", "FusedAttention")
 # module 18's fused kernels that do the arithmetic of one lesson operation
-SAME_AS = {"FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction"}
+SAME_AS = {"FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction",
+           "SortedEmbeddingLookup": "EmbeddingLookup"}  # fmt: skip
 SOFTMAX = 5  # max, subtract, exp, sum, scale: per score
 
 

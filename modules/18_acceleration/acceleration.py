@@ -28,12 +28,13 @@
 # | q, k, v projections | 12 | one node writing three projections into one packed buffer |
 # | LayerNorm | 13 | one `Function`, reductions as matrix-vector products |
 # | GELU | 02 | one buffer per pass; optionally recomputed instead of kept |
+# | embedding gradient | 11 | rows summed per id by sorting, not by `np.add.at` |
 # | AdamW | 06 | the update in two scratch buffers: no temporaries per parameter |
 # | threads over the batch | 07 | `DataParallel`: two halves of a batch on two cores |
 #
 # One call gives a model all of it: `accelerate(model)` replaces nothing the model owns (same
-# class, same parameters, same `state_dict`); each of its attention, LayerNorm and GELU layers
-# starts using the fast path. `accelerate(optimizer)` does the same for Adam and AdamW.
+# class, same parameters, same `state_dict`); each of its attention, LayerNorm, GELU and
+# embedding layers starts using the fast path. `accelerate(optimizer)` does the same for Adam and AdamW.
 #
 # Then you measure what each step buys, the only honest way to know.
 
@@ -107,7 +108,7 @@ def softmax_rows_(scores: np.ndarray) -> np.ndarray:
 # **Recomputation.** The weights are `(B, H, T, T)` per layer, the largest array training keeps.
 # With `recompute=True` the forward drops them and the backward recomputes them from q, k and the
 # mask: one more matrix product and softmax per layer, for a smaller peak. Whether it pays is a
-# measurement (section 7).
+# measurement (the last section).
 #
 # The given `forward` accepts either three arrays or one packed `(3, ..., T, d)` array (what the
 # projection of section 3 produces) and, for a packed input, returns one packed gradient.
@@ -348,7 +349,41 @@ class FusedGELU(Function):
 
 
 # %% [markdown]
-# ## 6. AdamW without temporaries
+# ## 6. Embedding gradients by sorting
+#
+# Module 11's backward adds every gradient row into the row of its token id with
+# `np.add.at(out, ids, rows)`, which handles repeated ids but goes element by element. Sorting
+# the ids (stably) puts the rows of each id next to each other; each run of equal ids then starts
+# where the sorted id changes, and `np.add.reduceat(rows[order], starts)` sums every run in one
+# vectorised call. The forward is module 11's `weight[ids]`.
+
+
+# %% nbgrader={"grade": false, "grade_id": "embedding", "locked": false, "schema_version": 3, "solution": true, "task": false}
+#| export
+class SortedEmbeddingLookup(Function):
+    """Module 11's lookup `weight[ids]`; the backward sums each id's rows after sorting the ids."""
+
+    def forward(self, weight, ids):
+        self.ids, self.num_rows = ids, weight.shape[0]
+        return weight[ids]  # (*ids.shape, D)
+
+    def backward(self, grad):
+        out = np.zeros((self.num_rows, grad.shape[-1]), dtype=grad.dtype)
+        flat_ids = self.ids.reshape(-1)
+        if flat_ids.size == 0:
+            return (out,)
+        ### BEGIN SOLUTION
+        rows = grad.reshape(-1, grad.shape[-1])  # (N, D)
+        order = np.argsort(flat_ids, kind="stable")
+        sorted_ids = flat_ids[order]
+        starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])  # runs begin
+        out[sorted_ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+        ### END SOLUTION
+        return (out,)
+
+
+# %% [markdown]
+# ## 7. AdamW without temporaries
 #
 # Module 06's update reads as the paper writes it:
 #
@@ -423,7 +458,7 @@ class FusedAdam:
 
 
 # %% [markdown]
-# ## 7. Threads over the batch
+# ## 8. Threads over the batch
 #
 # numpy runs one operation at a time on one core, apart from the matrix products its BLAS can
 # spread over threads; the softmaxes, GELUs and layer norms in between use one core. A batch,
@@ -581,7 +616,7 @@ class DataParallel:
 
 
 # %% [markdown]
-# ## 8. One call: `accelerate`
+# ## 9. One call: `accelerate`
 #
 # A trained model, a checkpoint, a model the milestone built: none of them should need a new
 # class to run fast. `accelerate(model)` walks the model and, for each layer it knows, gives that
@@ -593,8 +628,8 @@ class DataParallel:
 # and its error message) to the lesson's own `forward`.
 #
 # `parts` chooses what to swap: `"attention"` (module 12's `MultiHeadAttention`), `"layernorm"`
-# (module 13's `LayerNorm`), `"gelu"` (module 02's `GELU`), `"adamw"` (module 06's Adam and
-# AdamW, through `accelerate(optimizer)`). `LESSONS` names the module each part replaces: a tool
+# (module 13's `LayerNorm`), `"gelu"` (module 02's `GELU`), `"embedding"` (module 11's
+# `Embedding`), `"adamw"` (module 06's Adam and AdamW, through `accelerate(optimizer)`). `LESSONS` names the module each part replaces: a tool
 # that runs a student's own code accelerates only the parts whose lesson is not theirs, unless the
 # student wrote this module too (`parts_for`). `recompute=True` makes attention and GELU recompute
 # their largest array in the backward instead of keeping it.
@@ -612,8 +647,10 @@ from tinytorch.core.layers import Module
 from tinytorch.core.optimizers import Adam, AdamW, Optimizer
 from tinytorch.core.tensor import Tensor
 from tinytorch.nn.normalization import LayerNorm
+from tinytorch.text.embeddings import Embedding, token_ids_array
 
-LESSONS = {"gelu": 2, "adamw": 6, "attention": 12, "layernorm": 13}  # part -> the lesson it speeds
+# part -> the lesson it speeds
+LESSONS = {"gelu": 2, "adamw": 6, "embedding": 11, "attention": 12, "layernorm": 13}
 PARTS = tuple(LESSONS)
 THIS_MODULE = 18
 
@@ -700,6 +737,14 @@ class FastGELU:
         return FusedGELU.apply(_tensor(x), recompute=self.recompute)
 
 
+class FastEmbedding:
+    """Module 11's Embedding through SortedEmbeddingLookup."""
+
+    def forward(self, token_ids):
+        ids = token_ids_array(token_ids, self.num_embeddings)  # the lesson's checks
+        return SortedEmbeddingLookup.apply(self.weight, ids=ids)
+
+
 class FastAdamW(FusedAdam):
     decoupled_decay = True
 
@@ -759,6 +804,10 @@ def accelerate(obj, parts=None, *, recompute: bool = False):
             _swap(layer, FastLayerNorm)
         elif "gelu" in parts and isinstance(layer, GELU):
             _swap(layer, FastGELU)
+        elif (
+            "embedding" in parts and getattr(type(layer), "lesson_class", type(layer)) is Embedding
+        ):
+            _swap(layer, FastEmbedding)  # Embedding itself: its subclasses have their own forward
         else:
             continue
         if hasattr(type(layer), "recompute"):
@@ -779,7 +828,7 @@ def plain(obj):
 def accelerated(obj) -> set[str]:
     """The parts of `obj` that take a fast path now."""
     fast = {FastAttention: "attention", FastLayerNorm: "layernorm", FastGELU: "gelu",
-            FastAdamW: "adamw", FastAdamL2: "adamw"}  # fmt: skip
+            FastEmbedding: "embedding", FastAdamW: "adamw", FastAdamL2: "adamw"}  # fmt: skip
     found = [obj] if isinstance(obj, Optimizer) else list(_layers(obj))
     return {fast[type(x).accelerated_by] for x in found if hasattr(type(x), "accelerated_by")}
 
@@ -798,7 +847,7 @@ def parts_for(completed) -> tuple[str, ...]:
 
 
 # %% [markdown]
-# ## 9. What each step buys
+# ## 10. What each step buys
 #
 # Train a small GPT the lesson way, then switch on one fast piece after another until all are on,
 # then with recomputation, then on two threads. Each row is the fastest of a few full training
@@ -815,7 +864,9 @@ from tinytorch.core.optimizers import AdamW
 from tinytorch.models.transformer import GPT, GPTConfig
 
 STEPS = [("plain", ()), ("+ attention", ("attention",)), ("+ layernorm", ("attention", "layernorm")),
-         ("+ gelu", ("attention", "layernorm", "gelu")), ("+ adamw = all", PARTS)]  # fmt: skip
+         ("+ gelu", ("attention", "layernorm", "gelu")),
+         ("+ embedding", ("attention", "layernorm", "gelu", "embedding")),
+         ("+ adamw = all", PARTS)]  # fmt: skip
 
 
 NOTEBOOK_SIZE = GPTConfig(vocab_size=65, embed_dim=64, num_layers=2, num_heads=4, max_seq_len=32)
@@ -990,7 +1041,7 @@ def test_accelerate_keeps_the_model_and_its_numbers(rng):
     for label in ("lesson", "fast"):
         if label == "fast":
             accelerate(model)
-            assert type(model) is GPT and accelerated(model) == {"attention", "layernorm", "gelu"}
+            assert type(model) is GPT and accelerated(model) == set(PARTS) - {"adamw"}
         for p in model.parameters():
             p.grad = None
         logits = model(tokens)

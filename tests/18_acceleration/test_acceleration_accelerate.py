@@ -38,7 +38,7 @@ def test_an_accelerated_gpt_equals_the_lesson_gpt_and_torch(rng, recompute):
     lesson = loss_and_grads(model, tokens)
     state = {k: v.copy() for k, v in model.state_dict().items()}
     assert accelerate(model, recompute=recompute) is model
-    assert type(model) is GPT and accelerated(model) == {"attention", "layernorm", "gelu"}
+    assert type(model) is GPT and accelerated(model) == set(PARTS) - {"adamw"}
     fast = loss_and_grads(model, tokens)
     for name, value in lesson.items():
         np.testing.assert_allclose(fast[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
@@ -64,7 +64,7 @@ def test_layers_stay_instances_of_their_classes_and_plain_undoes_it():
     block = model.blocks[0]
     assert isinstance(block.attention, MultiHeadAttention) and isinstance(block.ln1, LayerNorm)
     assert type(block.attention).__name__ == "MultiHeadAttention"
-    assert accelerate(model) is model and accelerated(model) == {"attention", "layernorm", "gelu"}
+    assert accelerate(model) is model and accelerated(model) == set(PARTS) - {"adamw"}
     assert type(type(block.ln1).lesson_class) is type  # accelerated twice: one subclass deep
     assert type(block.ln1).lesson_class is LayerNorm
     plain(model)
@@ -84,7 +84,7 @@ def test_parts_choose_what_is_swapped_and_unknown_parts_are_named():
 def test_parts_for_never_speeds_a_completed_lesson_with_code_the_student_did_not_write():
     assert parts_for(set()) == PARTS  # a fresh clone: every lesson is the reference
     assert parts_for(range(1, 14)) == ()  # modules 01-13 the student's own, 18 the reference's
-    assert parts_for({12}) == ("gelu", "adamw", "layernorm")
+    assert parts_for({12}) == ("gelu", "adamw", "embedding", "layernorm")
     assert parts_for({*range(1, 14), 18}) == PARTS  # the fast code is the student's too
 
 
@@ -180,3 +180,19 @@ def test_an_optimizer_accelerate_does_not_know_is_left_as_it_is():
     assert accelerate(sgd) is sgd and type(sgd) is SGD and accelerated(sgd) == set()
     adam = accelerate(AdamW([Tensor(np.ones(2), requires_grad=True)]), parts=("attention",))
     assert type(adam) is AdamW
+
+
+def test_embeddings_are_accelerated_and_learned_positions_keep_their_own_forward(rng):
+    from tinytorch.core.embeddings import LearnedPositionalEncoding
+
+    np.random.seed(4)
+    table = LearnedPositionalEncoding(6, 4)
+    x = Tensor(rng.normal(size=(2, 3, 4)))
+    before = table(x, offset=2).data
+    accelerate(table)
+    np.testing.assert_array_equal(table(x, offset=2).data, before)
+    assert accelerated(table) == set()  # a subclass of Embedding with its own forward: untouched
+    model = small_gpt(5)
+    accelerate(model, ["embedding"])
+    assert accelerated(model) == {"embedding"}
+    assert type(model.token_embedding).accelerated_by.__name__ == "FastEmbedding"

@@ -146,3 +146,27 @@ def test_recompute_keeps_less(rng):
     fused.needs_grad = (True, True, True)
     fused.forward(q, q, q, recompute=True)
     assert fused.weights is None
+
+
+def test_sorted_embedding_lookup_equals_the_lesson_and_differences(rng):
+    from tinytorch.accel.kernels import SortedEmbeddingLookup
+    from tinytorch.core.embeddings import EmbeddingLookup
+
+    weight = rng.normal(size=(7, 3))
+    ids = rng.integers(0, 7, size=(4, 5))  # repeats, and rows never looked up
+    weight_out = rng.normal(size=(4, 5, 3))
+    fast, (fast_g,) = _grads(
+        lambda w: SortedEmbeddingLookup.apply(w, ids=ids), weight, weight=weight_out
+    )
+    lesson, (lesson_g,) = _grads(
+        lambda w: EmbeddingLookup.apply(w, ids=ids), weight, weight=weight_out
+    )
+    np.testing.assert_array_equal(fast, lesson)
+    np.testing.assert_allclose(fast_g, lesson_g, rtol=1e-12, atol=1e-12)
+    check_function(SortedEmbeddingLookup, weight, kwargs={"ids": ids})
+    empty, (empty_g,) = _grads(
+        lambda w: SortedEmbeddingLookup.apply(w, ids=np.zeros((0,), np.int64)),
+        weight,
+        weight=np.zeros((0, 3)),
+    )
+    assert empty.shape == (0, 3) and np.all(empty_g == 0)

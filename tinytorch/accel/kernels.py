@@ -194,5 +194,26 @@ class FusedGELU(Function):
         return (slope,)
 
 
+class SortedEmbeddingLookup(Function):
+    """Module 11's lookup `weight[ids]`; the backward sums each id's rows after sorting the ids."""
+
+    def forward(self, weight, ids):
+        self.ids, self.num_rows = ids, weight.shape[0]
+        return weight[ids]  # (*ids.shape, D)
+
+    def backward(self, grad):
+        out = np.zeros((self.num_rows, grad.shape[-1]), dtype=grad.dtype)
+        flat_ids = self.ids.reshape(-1)
+        if flat_ids.size == 0:
+            return (out,)
+        rows = grad.reshape(-1, grad.shape[-1])  # (N, D)
+        order = np.argsort(flat_ids, kind="stable")
+        sorted_ids = flat_ids[order]
+        starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])  # runs begin
+        out[sorted_ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+        return (out,)
+
+
 __all__ = ["GELU_SCALE", "GELU_CUBIC", "softmax_rows_", "FusedAttention",
-    "QKVProjection", "mean_last", "sum_leading", "FusedLayerNorm", "FusedGELU"]  # fmt: skip
+    "QKVProjection", "mean_last", "sum_leading", "FusedLayerNorm", "FusedGELU",
+    "SortedEmbeddingLookup"]  # fmt: skip

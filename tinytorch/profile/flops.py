@@ -62,7 +62,8 @@ REDUCTIONS = {"Sum": (1, 0), "Mean": (1, 1), "Max": (1, 2), "CrossEntropyFunctio
 FREE = {"Reshape", "Permute", "GetItem", "EmbeddingLookup"}
 MATMUL_OPS = ("MatMul", "LinearFunction", "QKVProjection", "FusedAttention")
 # module 18's fused kernels that do the arithmetic of one lesson operation
-SAME_AS = {"FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction"}
+SAME_AS = {"FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction",
+           "SortedEmbeddingLookup": "EmbeddingLookup"}  # fmt: skip
 SOFTMAX = 5  # max, subtract, exp, sum, scale: per score
 
 

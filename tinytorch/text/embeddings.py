@@ -67,15 +67,8 @@ class EmbeddingLookup(Function):
 
     def backward(self, grad):
         out = np.zeros((self.num_rows, grad.shape[-1]), dtype=grad.dtype)
-        flat_ids = self.ids.reshape(-1)
-        if flat_ids.size == 0:
-            return (out,)
-        rows = grad.reshape(-1, grad.shape[-1])  # (N, D)
-        order = np.argsort(flat_ids, kind="stable")
-        sorted_ids = flat_ids[order]
-        # a run of equal ids starts wherever the sorted id changes
-        starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-        out[sorted_ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+        rows = grad.reshape(-1, grad.shape[-1])  # (N, D), one row per looked-up id
+        np.add.at(out, self.ids.reshape(-1), rows)  # repeated ids add up
         return (out,)
 
 
