@@ -31,7 +31,8 @@ from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import CosineSchedule, seed_everything, write_atomic
 from tinytorch.data.loader import LanguageModelDataset
-from tinytorch.models.transformer import GPT, count_parameters
+from tinytorch.models.scaling import count_parameters
+from tinytorch.models.transformer import GPT
 
 RUN_FILES = ("summary.json", "table.md", "pareto.png")
 PROMPT = "The"
