@@ -217,19 +217,21 @@ def variants(run: Run, setup: Setup, steps: int, seed: int, console):
 
 def pareto_plot(rows: list[dict], path: Path) -> Path:
     """Validation bits/char against stored bytes; the Pareto front joined by a line."""
-    fig, ax = plots.plt.subplots(figsize=(8, 5))
+    fig, ax = plots.plt.subplots(figsize=(10, 5))
     front = pareto_front(rows)
-    for row in rows:
+    for number, row in enumerate(rows, start=1):
         best = row["name"] in front
-        ax.scatter(row["bytes"], row["bits_per_char"], color="tab:red" if best else "tab:blue")
-        ax.annotate(row["name"], (row["bytes"], row["bits_per_char"]), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")  # fmt: skip
+        point = (row["bytes"], row["bits_per_char"])
+        ax.scatter(
+            *point, color="tab:red" if best else "tab:blue", label=f"{number}  {row['name']}"
+        )
+        ax.annotate(str(number), point, fontsize=8, xytext=(4, 3), textcoords="offset points")
     points = sorted((r["bytes"], r["bits_per_char"]) for r in rows if r["name"] in front)
-    ax.plot(*zip(*points), color="tab:red", alpha=0.5, label="Pareto front")
+    ax.plot(*zip(*points), color="tab:red", alpha=0.5)
     ax.set_xscale("log")
     ax.set(xlabel="bytes stored", ylabel="validation bits per character",
-           title="Compressing the GPT: size against quality")  # fmt: skip
-    ax.legend()
+           title="Compressing the GPT: size against quality (red: the Pareto front)")  # fmt: skip
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return plots._save(fig, path)
 
 

@@ -81,7 +81,7 @@ MODULES: tuple[CourseModule, ...] = (
         "profiling",
         "Profiling",
         ("profile.flops", "profile.profiler", "profile.report"),
-        (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
         "tests/14_profiling",
     ),
     CourseModule(

@@ -117,18 +117,35 @@ class Cells:
 
     notebook: str
     solutions: dict[str, tuple[int, list[str]]]
+    known: frozenset[str] = frozenset()  # the source's own solution lines, stripped (never shown)
 
     def place(self, spots) -> str:
-        """The innermost of [[label, line], ...] that is in one of the student's cells."""
+        """The innermost of [[label, line], ...] that is in one of the student's cells. A
+        function's `def` line is narrowed to the first line of its body that the reference does
+        not have, when there is one: the likeliest line of the slip (no reference line is shown)."""
         for spot in spots or []:
             if not spot:
                 continue
             label, line = spot
             if label in self.solutions:
                 number, lines = self.solutions[label]
+                line = self._narrow(lines, line)
                 text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
                 return f"{self.notebook}, cell {number}, line {line}: {text}"
         return ""
+
+    def _narrow(self, lines: list[str], line: int) -> int:
+        if not (0 < line <= len(lines)) or not lines[line - 1].lstrip().startswith("def "):
+            return line
+        indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+        for number in range(line + 1, len(lines) + 1):
+            text = lines[number - 1]
+            if text.strip() and len(text) - len(text.lstrip()) <= indent:
+                break  # the end of the function
+            stripped = text.strip()
+            if stripped and not stripped.startswith("#") and stripped not in self.known:
+                return number
+        return line
 
 
 def _programs(module: CourseModule, notebook: Path):
@@ -141,7 +158,7 @@ def _programs(module: CourseModule, notebook: Path):
     theirs = build_program(source, submission)
     reference = build_program(source, source)
     solutions = _solution_cells(source, submission, theirs)
-    return theirs, reference, Cells(notebook.name, solutions)
+    return theirs, reference, Cells(notebook.name, solutions, _known_lines(source))
 
 
 def diagnose(module: CourseModule, notebook: Path | None = None, seed: int = SEED,
@@ -220,7 +237,20 @@ def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout
     if len(marks) != 1:
         raise TitoError("the submission's diagnosis run ended without a trace")
     trace = read_trace(base64.b64decode(marks[0].split(" ", 2)[2], validate=True))
-    return trace, Cells("the submission", _solution_cells(source, submission, program))
+    cells = Cells(
+        "the submission", _solution_cells(source, submission, program), _known_lines(source)
+    )
+    return trace, cells
+
+
+def _known_lines(source) -> frozenset[str]:
+    """Every line of the source's solution cells, stripped: to narrow a place, never shown."""
+    return frozenset(
+        line.strip()
+        for cell in source.cells
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution")
+        for line in cell.source.splitlines()
+    )
 
 
 def _solution_cells(source, submission, program) -> dict:
@@ -327,18 +357,16 @@ def first_difference(mine: dict, ref: dict, student: Trace, reference: Trace,
                 return Finding(
                     check, f"output of layer {event['op']}", found.summary, found.hint, where
                 )
-    if mine["error"] and not ref["error"]:
-        where = cells.place(mine["where"])
-        return Finding(
-            check,
-            "the check stopped with an error",
-            mine["error"],
-            _error_hint(mine["error"]),
-            where,
-        )
+    failed = mine["error"] and not ref["error"]
+    if failed and not mine["error"].startswith("AssertionError"):  # their code raised
+        return Finding(check, "the check stopped with an error", mine["error"],
+                       _error_hint(mine["error"]), cells.place(mine["where"]))  # fmt: skip
     finding = _backward_difference(check, events, ref_events, pairs, student, reference, cells)
     if finding is not None:
         return finding
+    if failed:  # the check's own assertion, with no operation to blame before it
+        return Finding(check, "the check stopped with an error", mine["error"],
+                       _error_hint(mine["error"]), cells.place(mine["where"]))  # fmt: skip
     for name, index in ref["results"].items():
         ours = mine["results"].get(name)
         if ours is None:

@@ -130,33 +130,34 @@ def matmul_flops(a_shape, b_shape) -> int:
 # %% [markdown]
 # ## 3. FLOPs of every operation, forward and backward
 #
-# The engine's operations fall into two kinds. **Matrix multiplies** (`MatMul`, the fused
-# `LinearFunction` of module 03, the `HeadProjection` and `Attention` of module 12) are counted
-# exactly. **The rest** (additions, GELU, layer norm, softmax, the loss) is counted per element at
-# a fixed cost: an `exp` or a square root is really many machine instructions, so these counts
-# are conventions, and they are small next to the multiplies.
+# The engine's operations fall into two kinds. **Matrix multiplies** (`MatMul` of module 01, which
+# module 12's attention uses for `q kᵀ` and `w v`, and the fused `LinearFunction` of module 03)
+# are counted exactly. **The rest** (additions, GELU, layer norm, softmax, the loss) is counted
+# per element at a fixed cost: an `exp` or a square root is really many machine instructions, so
+# these counts are conventions, and they are small next to the multiplies.
 #
 # Every rule returns a pair `(matmul, other)`.
 #
-# Forward, with `rows` the number of vectors (all leading axes of `x` multiplied together):
-#
-# | operation | matmul | other |
+# | operation | forward matmul | forward other |
 # |---|---|---|
-# | `LinearFunction(x, W (K, N), b)` | `2 rows K N` | `rows N` for the bias |
-# | `HeadProjection(x, W_1..W_n, b_1..b_n)` | `n x 2 rows K N` | `n rows N` with biases |
-# | `Attention(q, k, v)`, `q (.., Tq, D)`, `k (.., Tk, D)`, `v (.., Tk, Dv)` | `2 b Tq Tk D + 2 b Tq Tk Dv` | scale, mask, softmax |
+# | `MatMul(a, b)` | `matmul_flops(a, b)` | 0 |
+# | `LinearFunction(x, W (K, N), b)` | `2 rows K N` | `rows N` for the bias, if there is one |
 #
-# Backward: each input whose gradient is computed costs one more multiply of the same size (`dx =
-# g Wᵀ` and `dW = xᵀ g` have the forward's `2 rows K N` each), so a step with every gradient costs
-# three times its forward. For attention, `dv = wᵀ g` costs `2 b Tq Tk Dv`; `dq` and `dk` need
-# `ds = g vᵀ` once (`2 b Tq Tk Dv`) and then `2 b Tq Tk D` each. `needed` tells which gradients
-# the backward computed: the profiler reads it from the gradients the engine returned.
+# with `rows` the number of vectors in `x` (all its leading axes multiplied together).
+#
+# Backward: each input whose gradient is computed costs one more multiply of the same size
+# (`da = g bᵀ` and `db = aᵀ g` have the forward's FLOPs each; for `Linear`, `dx = g Wᵀ` and
+# `dW = xᵀ g`), so a step that needs every gradient costs three times its forward; the bias
+# gradient is a sum over the rows, `rows N` "other" FLOPs. `needed` tells which gradients the
+# backward computed: the profiler reads it from the gradients the engine returned.
 #
 # The "other" costs are given below (`ELEMENTWISE`, `REDUCTIONS`, `FREE`), a forward and a
 # backward cost per element each: `Add`'s backward passes its gradient on unchanged (no FLOPs),
-# `Mul`'s multiplies twice (one product per input). An operation with no rule is counted as unknown (`None`, shown
-# as "-"), never silently as free; module 18's fused kernels count as the lessons they replace
-# (`SAME_AS`). You write the matrix rules in `forward_flops` and `backward_flops`.
+# `Mul`'s multiplies twice (one product per input). An operation with no rule is counted as
+# unknown (`None`, shown as "-"), never silently as free. Module 18's fused kernels do the
+# arithmetic of the lessons they replace: `SAME_AS` maps two of them to a lesson's operation, and
+# the given `FUSED` rules count its packed projection and its one-node attention.
+# You write the rules of `MatMul` and `LinearFunction` in `forward_flops` and `backward_flops`.
 
 
 # %% nbgrader={"grade": false, "grade_id": "rules", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -173,11 +174,9 @@ REDUCTIONS = {"Sum": (1, 0), "Mean": (1, 1), "Max": (1, 2), "CrossEntropyFunctio
               "MSEFunction": (3, 3)}  # fmt: skip
 # moving data, no arithmetic
 FREE = {"Reshape", "Permute", "GetItem", "EmbeddingLookup"}
-MATMUL_OPS = ("MatMul", "LinearFunction", "HeadProjection", "Attention", "QKVProjection",
-              "FusedAttention")  # fmt: skip
-# module 18's fused kernels do the arithmetic of the lessons they replace
-SAME_AS = {"QKVProjection": "HeadProjection", "FusedAttention": "Attention",
-           "FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction"}  # fmt: skip
+MATMUL_OPS = ("MatMul", "LinearFunction", "QKVProjection", "FusedAttention")
+# module 18's fused kernels that do the arithmetic of one lesson operation
+SAME_AS = {"FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction"}
 SOFTMAX = 5  # max, subtract, exp, sum, scale: per score
 
 
@@ -194,17 +193,53 @@ def other_flops(op: str, in_shapes: list, out_shape, phase: str = "forward") -> 
 
 
 def _projection(in_shapes, has_bias: bool):
-    """n, rows, K, N of a HeadProjection (x, W_1..W_n, b_1..b_n)."""
+    """n, rows, K, N of module 18's QKVProjection (x, W_1..W_n, b_1..b_n)."""
     n = (len(in_shapes) - 1) // 2 if has_bias else len(in_shapes) - 1
     k, m = in_shapes[1]
     return n, _size(in_shapes[0][:-1]), k, m
 
 
 def _attention(in_shapes):
-    """b, Tq, Tk, D, Dv of an Attention given q, k, v or one packed (3, ...) input."""
+    """b, Tq, Tk, D, Dv of module 18's FusedAttention of q, k, v or one packed (3, ...) input."""
     q, k, v = in_shapes if len(in_shapes) == 3 else (tuple(in_shapes[0][1:]),) * 3
     batch = _size(np.broadcast_shapes(tuple(q[:-2]), tuple(k[:-2]), tuple(v[:-2])))
     return batch, q[-2], k[-2], q[-1], v[-1]
+
+
+def _projection_forward(in_shapes, kwargs):
+    has_bias = kwargs.get("has_bias", False)
+    n, rows, k, m = _projection(in_shapes, has_bias)
+    return n * 2 * rows * k * m, n * rows * m if has_bias else 0
+
+
+def _projection_backward(in_shapes, needed, kwargs):
+    n, rows, k, m = _projection(in_shapes, kwargs.get("has_bias", False))
+    multiplies = (n if needed[0] else 0) + sum(needed[1 : 1 + n])
+    adds = (n - 1) * rows * k if needed[0] else 0  # dx sums the n projections' parts
+    return multiplies * 2 * rows * k * m, adds + sum(needed[1 + n :]) * rows * m
+
+
+def _attention_forward(in_shapes, kwargs):
+    b, tq, tk, d, dv = _attention(in_shapes)
+    scores = b * tq * tk
+    masked = scores if kwargs.get("mask") is not None else 0
+    return 2 * scores * (d + dv), b * tq * d + masked + SOFTMAX * scores  # scale, mask, softmax
+
+
+def _attention_backward(in_shapes, needed, kwargs):
+    b, tq, tk, d, dv = _attention(in_shapes)
+    need_q, need_k, need_v = needed * 3 if len(needed) == 1 else needed
+    scores = b * tq * tk
+    matmul = 2 * scores * dv if need_v else 0  # dv = wᵀ g
+    if not (need_q or need_k):
+        return matmul, 0
+    matmul += 2 * scores * dv + (need_q + need_k) * 2 * scores * d  # ds = g vᵀ, then dq, dk
+    return matmul, 2 * b * tq * dv + 3 * scores  # rowsum(g * out), subtract, times w, scale
+
+
+# module 18's fused kernels: (forward rule, backward rule)
+FUSED = {"QKVProjection": (_projection_forward, _projection_backward),
+         "FusedAttention": (_attention_forward, _attention_backward)}  # fmt: skip
 
 
 # %% nbgrader={"grade": false, "grade_id": "op-flops", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -213,21 +248,14 @@ def forward_flops(op: str, in_shapes: list, out_shape, kwargs: dict | None = Non
     """(matmul, other) FLOPs of one forward of the operation named `op` (its class name)."""
     op, kwargs = SAME_AS.get(op, op), kwargs or {}
     in_shapes = [tuple(s) for s in in_shapes]
+    if op in FUSED:
+        return FUSED[op][0](in_shapes, kwargs)
     ### BEGIN SOLUTION
     if op == "MatMul":
         return matmul_flops(in_shapes[0], in_shapes[1]), 0
     if op == "LinearFunction":
         (k, n), rows = in_shapes[1], _size(in_shapes[0][:-1])
         return 2 * rows * k * n, rows * n if len(in_shapes) == 3 else 0
-    if op == "HeadProjection":
-        has_bias = kwargs.get("has_bias", False)
-        n, rows, k, m = _projection(in_shapes, has_bias)
-        return n * 2 * rows * k * m, n * rows * m if has_bias else 0
-    if op == "Attention":
-        b, tq, tk, d, dv = _attention(in_shapes)
-        scores = b * tq * tk
-        masked = scores if kwargs.get("mask") is not None else 0
-        return 2 * scores * d + 2 * scores * dv, b * tq * d + masked + SOFTMAX * scores
     ### END SOLUTION
     return 0, other_flops(op, in_shapes, out_shape)
 
@@ -238,6 +266,8 @@ def backward_flops(
     """(matmul, other) FLOPs of one backward; `needed[i]`: was input i's gradient computed."""
     op, kwargs = SAME_AS.get(op, op), kwargs or {}
     in_shapes, needed = [tuple(s) for s in in_shapes], [bool(x) for x in needed]
+    if op in FUSED:
+        return FUSED[op][1](in_shapes, needed, kwargs)
     ### BEGIN SOLUTION
     if op == "MatMul":
         return sum(needed[:2]) * matmul_flops(in_shapes[0], in_shapes[1]), 0
@@ -245,22 +275,6 @@ def backward_flops(
         (k, n), rows = in_shapes[1], _size(in_shapes[0][:-1])
         bias = rows * n if len(in_shapes) == 3 and needed[2] else 0
         return sum(needed[:2]) * 2 * rows * k * n, bias
-    if op == "HeadProjection":
-        has_bias = kwargs.get("has_bias", False)
-        n, rows, k, m = _projection(in_shapes, has_bias)
-        multiplies = (n if needed[0] else 0) + sum(needed[1 : 1 + n])
-        adds = (n - 1) * rows * k if needed[0] else 0  # dx sums the n projections' parts
-        return multiplies * 2 * rows * k * m, adds + sum(needed[1 + n :]) * rows * m
-    if op == "Attention":
-        b, tq, tk, d, dv = _attention(in_shapes)
-        need_q, need_k, need_v = needed * 3 if len(needed) == 1 else needed
-        scores = b * tq * tk
-        matmul = 2 * scores * dv if need_v else 0
-        other = 0
-        if need_q or need_k:
-            matmul += 2 * scores * dv + (need_q + need_k) * 2 * scores * d
-            other = 2 * b * tq * dv + 3 * scores  # rowsum(g * out), subtract, times w, scale
-        return matmul, other
     ### END SOLUTION
     return 0, other_flops(op, in_shapes, out_shape, "backward") if any(needed) else 0
 
@@ -876,6 +890,20 @@ plot_time(generation.rows, "generating 32 tokens")
 # through its hook, and nothing else. Those costs are the targets of module 18.
 
 # %% [markdown]
+# A profile also catches operations that cost far more than their FLOPs say. The rule of thumb:
+# an elementwise operation should run near the copy bandwidth. One that sits a hundred times
+# below its neighbours on the roofline is worth reading. A classic in numpy: a power with an
+# integer exponent other than 2 goes through the general `pow` routine, where a product of the
+# same numbers is a few multiplications. Measure it (GPT-2's GELU needs `x³`):
+
+# %%
+cube_input = np.random.default_rng(0).standard_normal((16, 64, 256), dtype=np.float32)
+with one_thread():
+    power = latency(lambda: cube_input**3, warmup=2, repeats=7)
+    product = latency(lambda: cube_input * cube_input * cube_input, warmup=2, repeats=7)
+print(f"x**3: {power}; x*x*x: {product}; {power.median / product.median:.0f}x")
+
+# %% [markdown]
 # ## Try it
 
 # %%
@@ -951,26 +979,28 @@ def test_matmul_flops(rng):
 
 # %% nbgrader={"grade": true, "grade_id": "test-layer-flops", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 @graded(rtol=0, atol=0)
-def test_linear_and_attention_flops(rng):
+def test_linear_and_matmul_flops(rng):
     rows, k, n = (int(v) for v in rng.integers(2, 9, size=3))
     layer = Linear(k, n)
     x = Tensor(rng.normal(size=(2, rows, k)), requires_grad=True)
     profiler = Profiler(layer)
     with listen(profiler):
         layer(x).sum().backward()
-    linear = [e for e in profiler.events if e.op == "LinearFunction"]
-    assert [e.phase for e in linear] == ["forward", "backward"]
-    assert (
-        linear[0].matmul_flops == 2 * 2 * rows * k * n
-        and linear[1].matmul_flops == 2 * linear[0].matmul_flops
-    )
-    assert profiler.stack == [] and linear[0].layer == "model" and profiler.live_bytes == 0
-    b, tq, tk, d = (int(v) for v in rng.integers(1, 6, size=4))
-    shapes = [(b, 2, tq, d), (b, 2, tk, d), (b, 2, tk, d + 1)]
-    fwd = forward_flops("Attention", shapes, (b, 2, tq, d + 1))
-    back = backward_flops("Attention", shapes, (b, 2, tq, d + 1), [True, False, True])
-    assert fwd[0] == 2 * b * 2 * tq * tk * (2 * d + 1)
-    return {"linear": [e.matmul_flops for e in linear], "attention": [fwd[0], back[0]]}
+    phases = ("forward", "backward")
+    linear = [sum(e.matmul_flops for e in profiler.events if e.phase == p) for p in phases]
+    assert linear[0] == 2 * 2 * rows * k * n and linear[1] == 2 * linear[0]  # dx and dW
+    assert {e.layer for e in profiler.events if e.matmul_flops} == {"model"}
+    assert profiler.stack == [] and profiler.live_bytes == 0
+    a = Tensor(rng.normal(size=(3, rows, k)), requires_grad=True)
+    b = Tensor(rng.normal(size=(k, n)))  # no gradient: the backward computes da only
+    profiler = Profiler()
+    with listen(profiler):
+        (a @ b).sum().backward()
+    matmul = [e for e in profiler.events if e.op == "MatMul"]
+    assert matmul[0].matmul_flops == matmul[1].matmul_flops == 2 * 3 * rows * k * n
+    bias = backward_flops("LinearFunction", [(rows, k), (k, n), (n,)], (rows, n), [1, 0, 1])
+    return {"linear": linear, "matmul": [e.matmul_flops for e in matmul],
+            "bias": list(bias)}  # fmt: skip
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-gpt-step", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}

@@ -6,8 +6,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 from torch_reference import TorchGPT
 
-from tinytorch.core.attention import Attention, HeadProjection
+from tinytorch.core.attention import scaled_dot_product_attention
 from tinytorch.core.hooks import listen
+from tinytorch.core.layers import Linear
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.core.transformer import GPT, count_parameters
@@ -113,59 +114,71 @@ def test_matmul_flops_names_shapes_that_do_not_fit():
         matmul_flops((), (3,))
 
 
-def function_flops(fn_cls, arrays, needs, **kwargs):
-    """(forward, backward) counts the profiler records for one Function with these inputs."""
-    inputs = [Tensor(a, requires_grad=n) for a, n in zip(arrays, needs)]
+def heard(run):
+    """The profiler's events while `run()` builds a graph and runs its backward."""
     profiler = Profiler()
     with listen(profiler):
-        out = fn_cls.apply(*inputs, **kwargs)
+        out = run()
         out.backward(np.ones(out.shape, dtype=out.dtype))
-    fwd, bwd = profiler.events
-    assert (fwd.phase, bwd.phase) == ("forward", "backward")
-    return fwd, bwd
+    return profiler.events
+
+
+def matmul_count(events, phase):
+    return sum(e.matmul_flops for e in events if e.phase == phase)
 
 
 @pytest.mark.parametrize("needs", [(True, True, True), (True, False, False), (False, True, True)])
-def test_attention_backward_counts_only_the_gradients_it_computes(needs):
+def test_the_fused_attention_rule_counts_what_the_lessons_attention_multiplies(needs):
     rng = np.random.default_rng(3)
-    b, h, tq, tk, d, dv = 2, 3, 4, 5, 6, 7
-    arrays = [rng.normal(size=s) for s in ((b, h, tq, d), (b, h, tk, d), (b, h, tk, dv))]
-    fwd, bwd = function_flops(Attention, arrays, needs)
-    scores = b * h * tq * tk
-    assert fwd.matmul_flops == 2 * scores * (d + dv)
-    need_q, need_k, need_v = needs
-    expected = (2 * scores * dv if need_v else 0) + (
-        2 * scores * dv + 2 * scores * d * (need_q + need_k) if need_q or need_k else 0
+    b, h, tq, tk, d = 2, 3, 4, 5, 6
+    shapes = [(b, h, tq, d), (b, h, tk, d), (b, h, tk, d)]
+    q, k, v = (Tensor(rng.normal(size=s), requires_grad=n) for s, n in zip(shapes, needs))
+    events = heard(lambda: scaled_dot_product_attention(q, k, v)[0])  # MatMul, Div, softmax, MatMul
+    out_shape = (b, h, tq, d)
+    fused_forward = forward_flops("FusedAttention", shapes, out_shape)
+    fused_backward = backward_flops("FusedAttention", shapes, out_shape, needs)
+    assert fused_forward[0] == matmul_count(events, "forward") == 2 * 2 * b * h * tq * tk * d
+    assert fused_backward[0] == matmul_count(events, "backward")
+    self_attention = [shapes[0]] * 3
+    packed = [(3, *shapes[0])]  # q, k, v stacked: self-attention, Tk = Tq
+    assert forward_flops("FusedAttention", packed, out_shape) == forward_flops(
+        "FusedAttention", self_attention, out_shape
     )
-    assert bwd.matmul_flops == expected
 
 
-def test_head_projection_and_linear_follow_their_multiplies():
+def test_the_fused_projection_rule_counts_three_linears():
     rng = np.random.default_rng(4)
-    x, weights, biases = (
-        rng.normal(size=(2, 5, 8)),
-        [rng.normal(size=(8, 8)) for _ in range(3)],
-        [rng.normal(size=8) for _ in range(3)],
-    )
-    needs = (False, True, False, True, True, False, False)
-    fwd, bwd = function_flops(
-        HeadProjection, [x, *weights, *biases], needs, num_heads=2, has_bias=True
-    )
-    assert fwd.matmul_flops == 3 * 2 * 10 * 8 * 8 and fwd.other_flops == 3 * 10 * 8
-    assert bwd.matmul_flops == 2 * 2 * 10 * 8 * 8 and bwd.other_flops == 10 * 8  # two dW, one db
+    np.random.seed(4)
+    x = Tensor(rng.normal(size=(2, 5, 8)), requires_grad=True)
+    layers = [Linear(8, 8) for _ in range(3)]
+    events = heard(lambda: layers[0](x) + layers[1](x) + layers[2](x))
+    shapes = [(2, 5, 8)] + [(8, 8)] * 3 + [(8,)] * 3
+    fused = forward_flops("QKVProjection", shapes, (3, 2, 2, 5, 4), {"has_bias": True})
+    back = backward_flops("QKVProjection", shapes, (3, 2, 2, 5, 4), [True] * 7, {"has_bias": True})
+    assert fused == (matmul_count(events, "forward"), 3 * 10 * 8)  # three bias additions
+    assert back[0] == matmul_count(events, "backward") == 3 * 2 * 2 * 10 * 8 * 8
+    assert back[1] == 2 * 10 * 8 + 3 * 10 * 8  # dx sums three parts; three bias gradients
+
+
+def test_linear_and_matmul_count_only_the_gradients_computed():
     assert forward_flops("LinearFunction", [(7, 3), (3, 2)], (7, 2)) == (2 * 7 * 3 * 2, 0)
     shapes, needs = [(7, 3), (3, 2), (2,)], [False, True, True]
     assert backward_flops("LinearFunction", shapes, (7, 2), needs) == (2 * 7 * 3 * 2, 7 * 2)
+    rng = np.random.default_rng(6)
+    a = Tensor(rng.normal(size=(4, 3, 5)))
+    b = Tensor(rng.normal(size=(5, 2)), requires_grad=True)
+    events = heard(lambda: a @ b)
+    assert [e.op for e in events] == ["MatMul", "MatMul"]
+    assert events[0].matmul_flops == events[1].matmul_flops == 2 * 4 * 3 * 5 * 2
 
 
 def test_an_operation_without_a_rule_is_marked_unknown_not_free():
     assert forward_flops("SomeNewKernel", [(3, 4)], (3, 4)) == (0, None)
     assert backward_flops("SomeNewKernel", [(3, 4)], (3, 4), [True]) == (0, None)
     assert forward_flops("Permute", [(3, 4)], (4, 3)) == (0, 0)
-    packed = [(2, 5, 8), (8, 8), (8, 8), (8,), (8,)]
-    fused = forward_flops("QKVProjection", packed, (2, 2, 2, 5, 4), {"has_bias": True})
-    assert fused == forward_flops("HeadProjection", packed, (2, 2, 2, 5, 4), {"has_bias": True})
-    assert fused == (2 * 2 * 10 * 8 * 8, 2 * 10 * 8)
+    assert forward_flops("FusedGELU", [(3, 4)], (3, 4)) == forward_flops(
+        "GELUFunction", [(3, 4)], (3, 4)
+    )
     assert forward_flops("GELUFunction", [(3, 4)], (3, 4)) == (0, 8 * 12)
     assert backward_flops("GELUFunction", [(3, 4)], (3, 4), [True]) == (0, 12 * 12)
     assert backward_flops("Add", [(3, 4), (4,)], (3, 4), [True, True]) == (0, 0)  # passes g on

@@ -60,11 +60,9 @@ REDUCTIONS = {"Sum": (1, 0), "Mean": (1, 1), "Max": (1, 2), "CrossEntropyFunctio
               "MSEFunction": (3, 3)}  # fmt: skip
 # moving data, no arithmetic
 FREE = {"Reshape", "Permute", "GetItem", "EmbeddingLookup"}
-MATMUL_OPS = ("MatMul", "LinearFunction", "HeadProjection", "Attention", "QKVProjection",
-              "FusedAttention")  # fmt: skip
-# module 18's fused kernels do the arithmetic of the lessons they replace
-SAME_AS = {"QKVProjection": "HeadProjection", "FusedAttention": "Attention",
-           "FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction"}  # fmt: skip
+MATMUL_OPS = ("MatMul", "LinearFunction", "QKVProjection", "FusedAttention")
+# module 18's fused kernels that do the arithmetic of one lesson operation
+SAME_AS = {"FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction"}
 SOFTMAX = 5  # max, subtract, exp, sum, scale: per score
 
 
@@ -81,37 +79,66 @@ def other_flops(op: str, in_shapes: list, out_shape, phase: str = "forward") -> 
 
 
 def _projection(in_shapes, has_bias: bool):
-    """n, rows, K, N of a HeadProjection (x, W_1..W_n, b_1..b_n)."""
+    """n, rows, K, N of module 18's QKVProjection (x, W_1..W_n, b_1..b_n)."""
     n = (len(in_shapes) - 1) // 2 if has_bias else len(in_shapes) - 1
     k, m = in_shapes[1]
     return n, _size(in_shapes[0][:-1]), k, m
 
 
 def _attention(in_shapes):
-    """b, Tq, Tk, D, Dv of an Attention given q, k, v or one packed (3, ...) input."""
+    """b, Tq, Tk, D, Dv of module 18's FusedAttention of q, k, v or one packed (3, ...) input."""
     q, k, v = in_shapes if len(in_shapes) == 3 else (tuple(in_shapes[0][1:]),) * 3
     batch = _size(np.broadcast_shapes(tuple(q[:-2]), tuple(k[:-2]), tuple(v[:-2])))
     return batch, q[-2], k[-2], q[-1], v[-1]
+
+
+def _projection_forward(in_shapes, kwargs):
+    has_bias = kwargs.get("has_bias", False)
+    n, rows, k, m = _projection(in_shapes, has_bias)
+    return n * 2 * rows * k * m, n * rows * m if has_bias else 0
+
+
+def _projection_backward(in_shapes, needed, kwargs):
+    n, rows, k, m = _projection(in_shapes, kwargs.get("has_bias", False))
+    multiplies = (n if needed[0] else 0) + sum(needed[1 : 1 + n])
+    adds = (n - 1) * rows * k if needed[0] else 0  # dx sums the n projections' parts
+    return multiplies * 2 * rows * k * m, adds + sum(needed[1 + n :]) * rows * m
+
+
+def _attention_forward(in_shapes, kwargs):
+    b, tq, tk, d, dv = _attention(in_shapes)
+    scores = b * tq * tk
+    masked = scores if kwargs.get("mask") is not None else 0
+    return 2 * scores * (d + dv), b * tq * d + masked + SOFTMAX * scores  # scale, mask, softmax
+
+
+def _attention_backward(in_shapes, needed, kwargs):
+    b, tq, tk, d, dv = _attention(in_shapes)
+    need_q, need_k, need_v = needed * 3 if len(needed) == 1 else needed
+    scores = b * tq * tk
+    matmul = 2 * scores * dv if need_v else 0  # dv = wᵀ g
+    if not (need_q or need_k):
+        return matmul, 0
+    matmul += 2 * scores * dv + (need_q + need_k) * 2 * scores * d  # ds = g vᵀ, then dq, dk
+    return matmul, 2 * b * tq * dv + 3 * scores  # rowsum(g * out), subtract, times w, scale
+
+
+# module 18's fused kernels: (forward rule, backward rule)
+FUSED = {"QKVProjection": (_projection_forward, _projection_backward),
+         "FusedAttention": (_attention_forward, _attention_backward)}  # fmt: skip
 
 
 def forward_flops(op: str, in_shapes: list, out_shape, kwargs: dict | None = None) -> tuple:
     """(matmul, other) FLOPs of one forward of the operation named `op` (its class name)."""
     op, kwargs = SAME_AS.get(op, op), kwargs or {}
     in_shapes = [tuple(s) for s in in_shapes]
+    if op in FUSED:
+        return FUSED[op][0](in_shapes, kwargs)
     if op == "MatMul":
         return matmul_flops(in_shapes[0], in_shapes[1]), 0
     if op == "LinearFunction":
         (k, n), rows = in_shapes[1], _size(in_shapes[0][:-1])
         return 2 * rows * k * n, rows * n if len(in_shapes) == 3 else 0
-    if op == "HeadProjection":
-        has_bias = kwargs.get("has_bias", False)
-        n, rows, k, m = _projection(in_shapes, has_bias)
-        return n * 2 * rows * k * m, n * rows * m if has_bias else 0
-    if op == "Attention":
-        b, tq, tk, d, dv = _attention(in_shapes)
-        scores = b * tq * tk
-        masked = scores if kwargs.get("mask") is not None else 0
-        return 2 * scores * d + 2 * scores * dv, b * tq * d + masked + SOFTMAX * scores
     return 0, other_flops(op, in_shapes, out_shape)
 
 
@@ -121,28 +148,14 @@ def backward_flops(
     """(matmul, other) FLOPs of one backward; `needed[i]`: was input i's gradient computed."""
     op, kwargs = SAME_AS.get(op, op), kwargs or {}
     in_shapes, needed = [tuple(s) for s in in_shapes], [bool(x) for x in needed]
+    if op in FUSED:
+        return FUSED[op][1](in_shapes, needed, kwargs)
     if op == "MatMul":
         return sum(needed[:2]) * matmul_flops(in_shapes[0], in_shapes[1]), 0
     if op == "LinearFunction":
         (k, n), rows = in_shapes[1], _size(in_shapes[0][:-1])
         bias = rows * n if len(in_shapes) == 3 and needed[2] else 0
         return sum(needed[:2]) * 2 * rows * k * n, bias
-    if op == "HeadProjection":
-        has_bias = kwargs.get("has_bias", False)
-        n, rows, k, m = _projection(in_shapes, has_bias)
-        multiplies = (n if needed[0] else 0) + sum(needed[1 : 1 + n])
-        adds = (n - 1) * rows * k if needed[0] else 0  # dx sums the n projections' parts
-        return multiplies * 2 * rows * k * m, adds + sum(needed[1 + n :]) * rows * m
-    if op == "Attention":
-        b, tq, tk, d, dv = _attention(in_shapes)
-        need_q, need_k, need_v = needed * 3 if len(needed) == 1 else needed
-        scores = b * tq * tk
-        matmul = 2 * scores * dv if need_v else 0
-        other = 0
-        if need_q or need_k:
-            matmul += 2 * scores * dv + (need_q + need_k) * 2 * scores * d
-            other = 2 * b * tq * dv + 3 * scores  # rowsum(g * out), subtract, times w, scale
-        return matmul, other
     return 0, other_flops(op, in_shapes, out_shape, "backward") if any(needed) else 0
 
 
@@ -159,5 +172,5 @@ def gpt_step_flops(config, batch: int, seq_len: int) -> dict[str, int]:
 
 
 __all__ = ["parameter_counts", "matmul_flops", "ELEMENTWISE", "REDUCTIONS", "FREE",
-    "MATMUL_OPS", "SAME_AS", "SOFTMAX", "other_flops", "forward_flops",
+    "MATMUL_OPS", "SAME_AS", "SOFTMAX", "other_flops", "FUSED", "forward_flops",
     "backward_flops", "gpt_step_flops"]  # fmt: skip

@@ -59,7 +59,7 @@ def _ranges(numbers: tuple[int, ...]) -> str:
 def run(
     name: Annotated[
         str,
-        typer.Argument(help="perceptron, xor, mlp, cnn, attention, gpt, translate or scaling."),
+        typer.Argument(help=", ".join(m.name for m in milestones.MILESTONES) + "."),
     ],
     quick: Annotated[
         bool, typer.Option("--quick", help="A smaller model and run: about 10 s on 2 cores.")
