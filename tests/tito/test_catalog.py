@@ -75,3 +75,27 @@ def test_export_is_deterministic():
     one = exporter.render(notebooks.read_source(PACKAGE_ROOT / module.source), module, "x")
     two = exporter.render(notebooks.read_source(PACKAGE_ROOT / module.source), module, "x")
     assert one == two
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
+def test_export_cells_carry_no_name_guard(module):
+    # the exporter imports a name one export file uses from the sibling file that defines it, so
+    # no cell needs `if __name__ != "__main__":` to behave differently in the notebook
+    nb = notebooks.read_source(PACKAGE_ROOT / module.source)
+    for cell in nb.cells:
+        exported = any(name == "export" for name, _ in notebooks.directives(cell.source))
+        assert not (exported and re.search(r"^if __name__\s*[!=]=", cell.source, re.M)), module.name
+
+
+def test_given_product_code_is_not_also_in_a_lesson():
+    from tito.catalog import GIVEN
+
+    given = set()
+    for rel in GIVEN:
+        names, _ = exporter.public_names((PACKAGE_ROOT / rel).read_text(encoding="utf-8"))
+        given |= set(names) - {"__all__"}
+    assert {"save_gpt2", "Seq2SeqTransformer", "estimate_memory", "keep_freed_memory"} <= given
+    for module in MODULES:
+        source = (PACKAGE_ROOT / module.source).read_text(encoding="utf-8")
+        defined = set(re.findall(r"^(?:def|class) (\w+)", source, re.M))
+        assert not defined & given, f"{module.name} also defines {sorted(defined & given)}"
