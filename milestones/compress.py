@@ -23,7 +23,7 @@ from milestones.registry import Milestone, RunOptions
 from tinytorch.compress.distillation import distill_step, half_size
 from tinytorch.compress.lowrank import factorize
 from tinytorch.compress.pruning import linears, prune, prune_structure, sparse_bytes
-from tinytorch.compress.quantization import model_bytes, quantize_model
+from tinytorch.compress.quantization import calibrate, model_bytes, quantize_model
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding
 from tinytorch.core.losses import cross_entropy
@@ -189,6 +189,9 @@ def variants(run: Run, setup: Setup, steps: int, seed: int, console):
     ):
         quantized = quantize_model(model, bits=bits, per_channel=per_channel)
         yield name, quantized, model_bytes(quantized), params, True
+    batches = [training.batch_at(run.train, seed + 3, i, setup.batch_size)[0] for i in range(4)]
+    static = quantize_model(model, calibration=calibrate(model, batches))
+    yield "int8 weights + calibrated int8 inputs", static, model_bytes(static), params, True
     for fraction in (0.5, 0.8):
         pruned = copy.deepcopy(model)
         prune(pruned, fraction, scope="global")

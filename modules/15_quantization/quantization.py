@@ -268,7 +268,9 @@ def named_modules(model: Module, prefix: str = ""):
 # `LinearFunction`: the arithmetic is float32, only the storage is integer (section 6 says why).
 # Module 12's attention reads `q_proj.weight` directly for its fused q/k/v product, so the
 # property makes a `QuantizedLinear` fit there too. With an `input_range` from calibration the
-# forward also rounds its input to int8 codes (static activation quantization).
+# forward also rounds its input to int8 codes (static activation quantization); the fused q/k/v
+# product never calls the forward, so the attention's input stays float32 (out_proj's, the MLP's
+# and an untied head's are rounded).
 
 
 # %% nbgrader={"grade": false, "grade_id": "packing", "locked": true, "schema_version": 3, "solution": false, "task": false}
