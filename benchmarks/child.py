@@ -1,5 +1,9 @@
 """One measurement in a process of its own: `python -m benchmarks.child LIBRARY SETTING ROW_JSON`.
 
+LIBRARY is tinytorch (the reference package as a fresh clone runs it: module 18's `accelerate` on
+the model and the optimizer), tinytorch-plain (the plain lesson code of modules 01-13, what a
+student who completed only those runs) or torch.
+
 SETTING is 1t or 2t (BLAS / torch threads) or, for training, 2w (the batch split over two threads
 of one BLAS / torch thread each: tinytorch's DataParallel, and the same scheme for PyTorch).
 Imports one library only (tinytorch, or torch plus tinytorch's preset table), sets its threads,
@@ -17,6 +21,7 @@ import time
 import numpy as np
 
 from benchmarks.common import (
+    PLAIN,
     PROMPT_LEN,
     Row,
     batches,
@@ -24,6 +29,7 @@ from benchmarks.common import (
     limit_threads,
     parse_setting,
     peak_rss_kib,
+    tiny_model,
 )
 
 
@@ -41,11 +47,8 @@ def _timed(fn, warmup: int, reps: int) -> tuple[list[float], list[float]]:
 
 
 def _build(library: str, cfg):
-    if library == "tinytorch":
-        from tinytorch.models.transformer import GPT
-
-        np.random.seed(0)
-        return GPT.from_config(cfg)
+    if library in ("tinytorch", PLAIN):
+        return tiny_model(cfg, accelerated=library == "tinytorch")
     import torch
 
     from benchmarks.torch_gpt import TorchGPT
@@ -58,16 +61,19 @@ def _train(library: str, row: Row, cfg, workers: int = 1) -> dict:
     from benchmarks.common import TinyTrainer, TorchTrainer
 
     model = _build(library, cfg)
-    trainer = (TinyTrainer if library == "tinytorch" else TorchTrainer)(model, workers=workers)
+    if library == "torch":
+        trainer = TorchTrainer(model, workers=workers)
+    else:
+        trainer = TinyTrainer(model, workers=workers, accelerated=library == "tinytorch")
     data = batches(cfg.vocab_size, row.batch, row.seq_len, row.warmup + row.steps)
     cursor = iter(data)
     wall, cpu = _timed(lambda: trainer.step(*next(cursor)), row.warmup, row.steps)
     return {"step_ms": float(np.median(wall)) * 1e3, "step_cpu_ms": float(np.median(cpu)) * 1e3}
 
 
-def _generator(library: str, model, prompt: np.ndarray):
-    if library == "tinytorch":
-        return lambda n: model.generate(prompt, n, temperature=0, use_cache=True)
+def _generator(library: str, model, prompt: np.ndarray, cache: bool = True):
+    if library != "torch":
+        return lambda n: model.generate(prompt, n, temperature=0, use_cache=cache)
     import torch
 
     prompt_t = torch.from_numpy(prompt)
@@ -77,7 +83,7 @@ def _generator(library: str, model, prompt: np.ndarray):
 def _generate(library: str, row: Row, cfg, workers: int = 1) -> dict:
     model = _build(library, cfg)
     prompt = np.random.default_rng(2).integers(0, cfg.vocab_size, size=(1, PROMPT_LEN))
-    gen = _generator(library, model, prompt)
+    gen = _generator(library, model, prompt, row.cache)
     wall, cpu = _timed(lambda: gen(row.new_tokens), row.warmup, row.steps)
     return {
         "tok_s": row.new_tokens / float(np.median(wall)),
@@ -115,18 +121,58 @@ def _gpt2(library: str, row: Row, cfg, workers: int = 1) -> dict:
     }
 
 
-KINDS = {"train": _train, "generate": _generate, "gpt2": _gpt2}
+def _conv(library: str, row: Row, cfg=None, workers: int = 1) -> dict:
+    """One Conv2d layer with bias: forward, then backward of a fixed output gradient to the
+    input, the weight and the bias (tinytorch's Conv2d of module 09; torch's F.conv2d)."""
+    c_in, c_out, h, w, k, stride, padding = row.conv
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((row.batch, c_in, h, w)).astype(np.float32)
+    out_h, out_w = ((n + 2 * padding - k) // stride + 1 for n in (h, w))
+    g = rng.standard_normal((row.batch, c_out, out_h, out_w)).astype(np.float32)
+    if library == "tinytorch":
+        from tinytorch.core.spatial import Conv2d
+        from tinytorch.core.tensor import Tensor
+
+        np.random.seed(0)
+        layer = Conv2d(c_in, c_out, k, stride=stride, padding=padding)
+
+        def step():
+            layer.zero_grad()
+            xt = Tensor(x, requires_grad=True)
+            layer(xt).backward(g)
+    else:
+        import torch
+        import torch.nn.functional as F
+
+        torch.manual_seed(0)
+        weight = torch.nn.Parameter(torch.randn(c_out, c_in, k, k) / (c_in * k * k) ** 0.5)
+        bias = torch.nn.Parameter(torch.zeros(c_out))
+        gt = torch.from_numpy(g)
+
+        def step():
+            weight.grad = bias.grad = None
+            xt = torch.from_numpy(x).requires_grad_(True)
+            F.conv2d(xt, weight, bias, stride=stride, padding=padding).backward(gt)
+
+    wall, cpu = _timed(step, row.warmup, row.steps)
+    return {"step_ms": float(np.median(wall)) * 1e3, "step_cpu_ms": float(np.median(cpu)) * 1e3}
+
+
+KINDS = {"train": _train, "generate": _generate, "gpt2": _gpt2, "conv": _conv}
 
 
 def main(library: str, setting: str, row: Row) -> dict:
+    if library not in ("tinytorch", PLAIN, "torch"):
+        raise ValueError(f"library must be tinytorch, {PLAIN} or torch, got {library!r}")
     if library == "torch":
         # PyTorch as a user runs it: importing the preset table must not tune this process's
-        # allocator the way tinytorch does for itself (module 05, keep_freed_memory)
+        # allocator the way tinytorch does for itself (tinytorch/core/allocator.py)
         os.environ["TINYTORCH_KEEP_FREED_MEMORY"] = "0"
         import torch
 
         torch.set_grad_enabled(True)
-    from tinytorch.models.transformer import PRESETS  # noqa: F401 - the sizes, both sides
+    if row.kind != "conv":
+        from tinytorch.models.transformer import PRESETS  # noqa: F401 - the sizes, both sides
 
     threads, workers = parse_setting(setting)
     if workers > 1 and row.kind != "train":
@@ -142,4 +188,5 @@ def main(library: str, setting: str, row: Row) -> dict:
 
 if __name__ == "__main__":
     lib, chosen, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    spec["libraries"] = tuple(spec.get("libraries", ()))
     print(json.dumps(main(lib, chosen, Row(**spec))))

@@ -16,6 +16,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("tinytorch", "torch")
+# The plain lesson code: what a student who completed only modules 01-13 runs (their own layers,
+# no module 18 `accelerate`; generation still takes the reference's module 17 cache, as the GPT
+# milestone gives it). "tinytorch" is the reference package as a fresh clone runs it: accelerated.
+PLAIN = "tinytorch-plain"
+WITH_PLAIN = ("tinytorch", PLAIN, "torch")
 # Thread settings: "Nt" is N BLAS threads for numpy, N intra-op threads for torch; "Nw" is
 # training with the batch split over N threads of one BLAS / intra-op thread each: tinytorch
 # through module 18's DataParallel (what `tito milestone run gpt` does on 2 cores), PyTorch through
@@ -27,9 +32,13 @@ PROMPT_LEN = 16
 GEN_CONTEXT = 256  # generation models hold prompt + 200 new tokens: the window never slides
 
 
+CONV = "conv"  # the preset name of the convolution rows (`--config conv` runs only them)
+
+
 @dataclass(frozen=True)
 class Row:
-    """One measurement: `kind` train, generate or gpt2 on the preset `preset`."""
+    """One measurement: `kind` train, generate or gpt2 on the preset `preset`, or conv: one
+    Conv2d layer's forward and backward (`preset` CONV, the layer's shape in `conv`)."""
 
     key: str
     kind: str
@@ -39,10 +48,16 @@ class Row:
     new_tokens: int = 0  # generated tokens (generate, gpt2)
     steps: int = 5  # timed calls per process
     warmup: int = 2
+    # conv rows: (in_channels, out_channels, height, width, kernel, stride, padding)
+    conv: tuple[int, ...] = ()
+    libraries: tuple[str, ...] = LIBRARIES  # who is measured in this row
+    cache: bool = True  # generation through module 17's KV cache
 
 
 def config(row: Row):
-    """The preset's GPTConfig; generation rows get room for prompt + new tokens."""
+    """The preset's GPTConfig; generation rows get room for prompt + new tokens; conv rows None."""
+    if row.kind == CONV:
+        return None
     from tinytorch.models.transformer import PRESETS
 
     cfg = PRESETS[row.preset]
@@ -80,15 +95,29 @@ def batches(vocab_size: int, batch: int, seq_len: int, count: int, seed: int = 1
     return out
 
 
+def tiny_model(cfg, accelerated: bool = True):
+    """The tinytorch GPT of a preset, through module 18's `accelerate` unless `accelerated=False`
+    (the plain lesson code of modules 01-13)."""
+    from tinytorch.accel.accelerate import accelerate
+    from tinytorch.models.transformer import GPT
+
+    np.random.seed(0)
+    model = GPT.from_config(cfg)
+    return accelerate(model) if accelerated else model
+
+
 class TinyTrainer:
     """Forward, tinytorch's fused cross-entropy, backward and AdamW for a tinytorch GPT, through
-    module 18's DataParallel as the GPT milestone trains (one worker: the plain step)."""
+    module 18's DataParallel as the GPT milestone trains (one worker: the plain step); the
+    optimizer takes module 18's fused update when `accelerated` (a fresh clone's milestone)."""
 
-    def __init__(self, model, lr: float = LR, workers: int = 1):
+    def __init__(self, model, lr: float = LR, workers: int = 1, accelerated: bool = True):
+        from tinytorch.accel.accelerate import accelerate
         from tinytorch.accel.parallel import DataParallel
         from tinytorch.core.optimizers import AdamW
 
-        self.model, self.opt = model, AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
+        opt = AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
+        self.model, self.opt = model, accelerate(opt) if accelerated else opt
         self.parallel = DataParallel(model, workers)
 
     def step(self, x: np.ndarray, y: np.ndarray) -> float:

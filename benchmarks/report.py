@@ -5,7 +5,10 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
-# (row key, metric, label, better, goal, must reach); ratio = tinytorch / torch
+from benchmarks.common import PLAIN
+
+# (row key, metric, label, better, goal, must reach[, library, the PyTorch row's key]);
+# ratio = that library (default: tinytorch, the accelerated reference) / torch
 LINES = (
     ("train_small", "step_ms", "train step ms, small (d128 L4, B16 T64)", "<=", 1.0, 1.25),
     ("train_medium", "step_ms", "train step ms, medium (d256 L6, B16 T128)", "<=", 1.0, 1.1),
@@ -16,7 +19,22 @@ LINES = (
     ("gpt2", "forward_ms", "GPT-2 small forward ms, B1 T256", "<=", None, None),
     ("gpt2", "tok_s", "GPT-2 small cached greedy tokens/s", ">=", None, None),
     ("gpt2", "peak_mib", "GPT-2 small peak memory MiB (inference)", "<=", None, None),
-)
+    ("conv_lenet", "step_ms", "conv fwd+bwd ms, LeNet C3 (B64 6->16 14x14 k5)", "<=", None, None),
+    ("conv_large", "step_ms", "conv fwd+bwd ms, B16 64->128 32x32 k3 p1", "<=", None, None),
+    ("conv_lenet", "peak_mib", "conv fwd+bwd peak memory MiB, LeNet C3", "<=", None, None),
+    ("conv_large", "peak_mib", "conv fwd+bwd peak memory MiB, 64->128 32x32", "<=", None, None),
+    # the plain lesson code of modules 01-13 (no module 18; generation with module 17's cache)
+    *((key, metric, f"{label}, plain 01-13", op, None, None, PLAIN) for key, metric, label, op in (
+        ("train_small", "step_ms", "train step ms, small", "<="),
+        ("train_medium", "step_ms", "train step ms, medium", "<="),
+        ("train_small", "peak_mib", "peak train memory MiB, small", "<="),
+        ("train_medium", "peak_mib", "peak train memory MiB, medium", "<="),
+        ("gen_small", "tok_s", "cached greedy tokens/s, small", ">="),
+        ("gen_medium", "tok_s", "cached greedy tokens/s, medium", ">="),
+    )),
+    ("gen_small_uncached", "tok_s", "uncached greedy tokens/s, small, plain 01-13 (against "
+     "PyTorch cached)", ">=", None, None, PLAIN, "gen_small"),
+)  # fmt: skip
 
 
 def _cell(s: dict) -> str:
@@ -26,11 +44,13 @@ def _cell(s: dict) -> str:
 
 def rows(results: dict) -> list[dict]:
     out = []
-    for key, metric, label, op, goal, must in LINES:
-        r = results["rows"].get(key)
-        if r is None:
+    for key, metric, label, op, goal, must, *rest in LINES:
+        lib = rest[0] if rest else "tinytorch"
+        r, r_ref = results["rows"].get(key), results["rows"].get(rest[1] if len(rest) > 1 else key)
+        if r is None or r_ref is None or lib not in r["libraries"]:
             continue
-        ours, ref = (r["libraries"][lib]["best"][metric] for lib in ("tinytorch", "torch"))
+        ours = r["libraries"][lib]["best"][metric]
+        ref = r_ref["libraries"]["torch"]["best"][metric]
         ratio = ours["median"] / ref["median"]
         cpu_ratio = "-"
         if "cpu" in ours and "cpu" in ref and ours["setting"] == ref["setting"] == "1t":

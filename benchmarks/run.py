@@ -24,15 +24,43 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks.common import DATA_PARALLEL, LIBRARIES, ROOT, THREAD_CHOICES, Row, summary
+from benchmarks.common import (
+    CONV,
+    DATA_PARALLEL,
+    PLAIN,
+    ROOT,
+    THREAD_CHOICES,
+    WITH_PLAIN,
+    Row,
+    summary,
+)
 from tinytorch.bench.harness import schedule
 
+_PLAIN = {"libraries": WITH_PLAIN}  # the row also measures the plain lesson code
 FULL = [
-    (Row("train_small", "train", "small", batch=16, seq_len=64, steps=5, warmup=2), 5),
-    (Row("train_medium", "train", "medium", batch=16, seq_len=128, steps=3, warmup=1), 5),
-    (Row("gen_small", "generate", "small", new_tokens=200, steps=3, warmup=1), 5),
-    (Row("gen_medium", "generate", "medium", new_tokens=200, steps=2, warmup=1), 5),
+    (Row("train_small", "train", "small", batch=16, seq_len=64, steps=5, warmup=2, **_PLAIN), 5),
+    (Row("train_medium", "train", "medium", batch=16, seq_len=128, steps=3, warmup=1, **_PLAIN), 5),
+    (Row("gen_small", "generate", "small", new_tokens=200, steps=3, warmup=1, **_PLAIN), 5),
+    (Row("gen_medium", "generate", "medium", new_tokens=200, steps=2, warmup=1, **_PLAIN), 5),
+    # the plain lesson code without module 17's cache: every token recomputes the whole prefix
+    (
+        Row(
+            "gen_small_uncached",
+            "generate",
+            "small",
+            new_tokens=200,
+            steps=2,
+            warmup=1,
+            libraries=(PLAIN,),
+            cache=False,
+        ),
+        3,
+    ),  # fmt: skip
     (Row("gpt2", "gpt2", "gpt2-small", seq_len=256, new_tokens=32, steps=3, warmup=1), 3),
+    # one Conv2d layer, forward and backward: LeNet-5's second convolution (6 -> 16 channels,
+    # 14x14, 5x5) on a batch of 64, and a VGG-style 3x3 layer (64 -> 128 channels, 32x32)
+    (Row("conv_lenet", CONV, CONV, batch=64, conv=(6, 16, 14, 14, 5, 1, 0), steps=10), 5),
+    (Row("conv_large", CONV, CONV, batch=16, conv=(64, 128, 32, 32, 3, 1, 1), steps=3), 5),
 ]
 QUICK = [
     (Row("train_small", "train", "small", batch=16, seq_len=64, steps=3, warmup=1), 1),
@@ -63,12 +91,13 @@ def settings(row: Row, threads: tuple) -> tuple:
 def measure(row: Row, rounds: int, threads: tuple = THREAD_CHOICES) -> dict:
     """Per library and thread setting, a summary of each metric over `rounds` processes."""
     plan = settings(row, threads)
-    raw: dict = {(lib, s): [] for lib in LIBRARIES for s in plan}
-    pairs = [(lib, s) for s in plan for lib in LIBRARIES]
+    libraries = tuple(row.libraries)
+    raw: dict = {(lib, s): [] for lib in libraries for s in plan}
+    pairs = [(lib, s) for s in plan for lib in libraries]
     for lib, s in schedule(pairs, rounds):  # module 19: each round in the other order
         raw[lib, s].append(child(lib, s, row))
     out: dict = {"row": asdict(row), "rounds": rounds, "libraries": {}}
-    for lib in LIBRARIES:
+    for lib in libraries:
         by_setting = {
             s: {m: summary([res[m] for res in raw[lib, s]]) for m in raw[lib, s][0]} for s in plan
         }
@@ -114,7 +143,7 @@ def run(rows: list[tuple[Row, int]], say, threads: tuple = THREAD_CHOICES) -> di
         "rows": {},
     }
     for row, rounds in rows:
-        count = len(LIBRARIES) * len(settings(row, threads))
+        count = len(row.libraries) * len(settings(row, threads))
         say(f"{row.key}: {rounds} round(s) x {count} processes")
         results["rows"][row.key] = measure(row, rounds, threads)
     results["load_after"] = os.getloadavg()
@@ -124,7 +153,12 @@ def run(rows: list[tuple[Row, int]], say, threads: tuple = THREAD_CHOICES) -> di
 def main(argv: list[str] | None = None, console=None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small rows, one round (< 1 minute)")
-    parser.add_argument("--config", choices=["small", "medium", "gpt2-small", "all"], default=None)
+    parser.add_argument(
+        "--config",
+        choices=["small", "medium", "gpt2-small", CONV, "all"],
+        default=None,
+        help="only the rows of one model size, or conv: only the convolution rows",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument("--quality", action="store_true", help="also the 2,000-step quality run")
     parser.add_argument("--quality-steps", type=int, default=2000)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from milestones import plots, provenance, report, scaling, tokens, training
+from milestones import plots, provenance, report, runs, scaling, tokens, training
 from milestones.corpus import DEFAULT_SOURCE, Corpus, default_corpus, read_corpus, split
 from milestones.errors import MilestoneError
 from milestones.output import keep_previous, prepare_out, write_json
@@ -20,7 +20,8 @@ from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.training import seed_everything
 from tinytorch.data.loader import LanguageModelDataset
-from tinytorch.models.transformer import GPT, PRESETS, GPTConfig, count_parameters
+from tinytorch.models.scaling import count_parameters
+from tinytorch.models.transformer import GPT, PRESETS, GPTConfig
 
 PROMPT = "The"  # no trailing space: a BPE vocabulary writes the space with the next word
 # (temperature, top_k, top_p, repetition_penalty) of each sample (module 13's steer_logits):
@@ -205,6 +206,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         "corpus_source": corpus.source,
         "corpus_sha256": corpus.sha256,
         "vocab": vocab.fingerprint,
+        "tokenizer": runs.tokenizer_record(vocab.tokenizer),  # load_run rebuilds it from this
     }
     if stored is not None:
         check_resume(stored, meta)

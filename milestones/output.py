@@ -6,46 +6,16 @@ crash never leaves half a file and every file follows the umask.
 
 from __future__ import annotations
 
-import errno
 import json
 import shutil
 from pathlib import Path
 
-from milestones.errors import MilestoneError
+from milestones.folder import LONGEST_NAME, prepare_out
 from tinytorch.core.training import write_atomic
 
-# The longest file name a run writes: the temporary twin of summary.json or checkpoint.npz that
-# write_atomic creates (".checkpoint.npz.XXXXXXXX.tmp", 28 characters), with room to spare.
-LONGEST_NAME = 48
+__all__ = ["LONGEST_NAME", "PREVIOUS", "keep_previous", "prepare_out", "write_json"]
+
 PREVIOUS = "previous"  # the run before this one, moved whole into <out>/previous/
-
-
-def prepare_out(out: Path) -> None:
-    """Create the output folder and prove it takes the longest file name, before any work."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / (".write-test-".ljust(LONGEST_NAME, "x"))
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise MilestoneError(
-            f"cannot write to the output folder {out}: {err.strerror or err}",
-            hint=_out_hint(err, out),
-        ) from None
-
-
-def _out_hint(err: OSError, out: Path) -> str:
-    """What to do about the error that stopped the output folder being made or written."""
-    if err.errno == errno.ENAMETOOLONG:
-        return "pass --out DIR with a shorter path"
-    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return "pass --out DIR naming a folder you may write to (this one is read-only to you)"
-    if err.errno in (errno.ENOTDIR, errno.EEXIST):
-        blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), out)
-        return f"pass --out DIR naming a folder: {blocker} is a file"
-    if err.errno == errno.ENOSPC:
-        return "free some disk space, or pass --out DIR on another disk"
-    return "pass --out DIR naming a folder you can write to"
 
 
 def keep_previous(out: Path, names: list[str]) -> Path | None:

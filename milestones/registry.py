@@ -75,11 +75,14 @@ class Milestone:
     description: str
     requires: tuple[int, ...]  # course module numbers whose package files the run imports
     entry: str  # "package.module:function", called as function(milestone, options)
-    preset: str  # its default model size, a name in tinytorch's PRESETS
+    preset: str | None  # its default model size, a name in tinytorch's PRESETS (None: no GPT)
+    year: int  # the year of the result it reproduces; the list is in historical order
 
     @property
     def config(self):
         """The default model config, `PRESETS[self.preset]` (a GPTConfig)."""
+        if self.preset is None:
+            raise MilestoneError(f"milestone {self.name} trains no GPT and has no model preset")
         from tinytorch.models.transformer import PRESETS
 
         return PRESETS[self.preset]
@@ -95,11 +98,44 @@ _GPT_MODULES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 17, 18)  # 08: windows; 
 
 MILESTONES: tuple[Milestone, ...] = (
     Milestone(
+        "perceptron",
+        "Rosenblatt's rule finds a line between two classes of points (a few seconds).",
+        (1, 2, 3),
+        entry="milestones.perceptron:run",
+        preset=None,
+        year=1957,
+    ),
+    Milestone(
+        "xor",
+        "One layer cannot learn XOR; two layers trained by backpropagation can.",
+        (1, 2, 3, 4, 5, 6),
+        entry="milestones.xor:run",
+        preset=None,
+        year=1969,
+    ),
+    Milestone(
+        "mlp",
+        "A multi-layer perceptron reads handwritten digits (test accuracy above 95%).",
+        (1, 2, 3, 4, 5, 6, 7, 8),
+        entry="milestones.mlp:run",
+        preset=None,
+        year=1986,
+    ),
+    Milestone(
+        "cnn",
+        "A LeNet-style convolutional network beats the MLP with fewer parameters.",
+        (1, 2, 3, 4, 5, 6, 7, 8, 9),
+        entry="milestones.cnn:run",
+        preset=None,
+        year=1998,
+    ),
+    Milestone(
         "attention",
         "Reverse a sequence of digits: a task only attention can solve (under a minute).",
         (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
         entry="milestones.attention:run",
         preset="tiny",
+        year=2017,
     ),
     Milestone(
         "gpt",
@@ -107,6 +143,7 @@ MILESTONES: tuple[Milestone, ...] = (
         _GPT_MODULES,
         entry="milestones.gpt:run",
         preset="small",
+        year=2017,
     ),
     Milestone(
         "translate",
@@ -114,6 +151,23 @@ MILESTONES: tuple[Milestone, ...] = (
         (1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 17),
         entry="milestones.translate:run",
         preset="tiny",
+        year=2017,
+    ),
+    Milestone(
+        "olympics",
+        "The Torch Olympics on the trained GPT: plain, accelerated, int8, pruned, low rank.",
+        (*_GPT_MODULES, 15, 16, 19, 20),
+        entry="milestones.torch_olympics:run",
+        preset="small",
+        year=2018,  # DAWNBench: systems ranked by time to a fixed quality
+    ),
+    Milestone(
+        "compress",
+        "Quantize, prune, factorise and distil the trained GPT: one table and a Pareto plot.",
+        (*_GPT_MODULES, 15, 16),
+        entry="milestones.compress:run",
+        preset="small",
+        year=2019,  # DistilBERT: a transformer distilled to 60% of its size keeps 97% of its score
     ),
     Milestone(
         "scaling",
@@ -121,6 +175,7 @@ MILESTONES: tuple[Milestone, ...] = (
         _GPT_MODULES,
         entry="milestones.gpt:run_scaling",
         preset="small",
+        year=2020,
     ),
 )
 

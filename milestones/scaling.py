@@ -23,7 +23,8 @@ import numpy as np
 
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import Tensor
-from tinytorch.models.transformer import GPT, PRESETS, GPTConfig, count_parameters, estimate_memory
+from tinytorch.models.scaling import count_parameters, estimate_memory
+from tinytorch.models.transformer import GPT, PRESETS, GPTConfig
 
 FLOAT_BYTES = 4  # float32
 GPT_SIZES = ("gpt2-small", "gpt2-medium", "gpt2-large", "gpt3")  # names in PRESETS

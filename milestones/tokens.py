@@ -53,8 +53,7 @@ def build(kind: str, corpus: Corpus, bpe_vocab: int, cache: Path | None) -> Toke
         hint = f"choose one of: {', '.join(KINDS)}"
         raise MilestoneError(f"unknown --tokenizer '{kind}'", hint=hint)
     if kind == "char":
-        chars = CharTokenizer.from_text(corpus.text)
-        return Tokens(kind, chars, "".join(chars.vocab))
+        return wrap(CharTokenizer.from_text(corpus.text))
     bpe = _cached_bpe(cache / f"bpe-{bpe_vocab}-{corpus.sha256[:16]}.json" if cache else None)
     if bpe is None:
         bpe = BPETokenizer().train(corpus.text, vocab_size=bpe_vocab)
@@ -64,8 +63,15 @@ def build(kind: str, corpus: Corpus, bpe_vocab: int, cache: Path | None) -> Toke
                 bpe.save(cache / f"bpe-{bpe_vocab}-{corpus.sha256[:16]}.json")
             except OSError:
                 pass  # a read-only data folder: learn the merges again next time
-    merges = repr(bpe.merges).encode()
-    return Tokens(kind, bpe, "bpe " + hashlib.sha256(merges).hexdigest())
+    return wrap(bpe)
+
+
+def wrap(tokenizer: CharTokenizer | BPETokenizer) -> Tokens:
+    """A trained tokenizer with its kind and fingerprint (the one definition of both)."""
+    if isinstance(tokenizer, BPETokenizer):
+        merges = repr([tuple(pair) for pair in tokenizer.merges]).encode()
+        return Tokens("bpe", tokenizer, "bpe " + hashlib.sha256(merges).hexdigest())
+    return Tokens("char", tokenizer, "".join(tokenizer.vocab))
 
 
 def _cached_bpe(path: Path | None) -> BPETokenizer | None:

@@ -7,7 +7,6 @@ a run resumed from step k ends with the same weights as one that was never inter
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import signal
@@ -21,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from milestones.errors import MilestoneError
+from milestones.runs import CHECKPOINT, META_KEY, meta_array, read_meta  # noqa: F401 - the format
 from tinytorch.accel.accelerate import accelerate
 from tinytorch.accel.parallel import DataParallel
 from tinytorch.core.autograd import no_grad
@@ -34,9 +34,6 @@ from tinytorch.core.training import (
     save_checkpoint,
 )
 from tinytorch.data.loader import LanguageModelDataset
-
-CHECKPOINT = "checkpoint.npz"
-META_KEY = "milestone_meta"  # run metadata as UTF-8 JSON bytes in a uint8 array (no pickle)
 
 # Called with the number of finished steps after each step; tests use it to press Ctrl-C.
 after_step: Callable[[int], None] | None = None
@@ -118,25 +115,12 @@ def _set_rng(extra: dict) -> None:
 def save(path: Path, model, optimizer, step: int, meta: dict, history: History) -> None:
     """Write the checkpoint (save_checkpoint writes a temporary file, then renames it)."""
     extra = {
-        META_KEY: np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8),
+        META_KEY: meta_array(meta),
         "history_train": np.asarray(history.train, dtype=np.float64),
         "history_val": np.asarray(history.val, dtype=np.float64).reshape(-1, 2),
         **_rng_arrays(),
     }
     save_checkpoint(path, model, optimizer, step=step, extra=extra)
-
-
-def read_meta(path: Path) -> dict:
-    """The run metadata stored in a checkpoint, or a MilestoneError if it is not a readable one."""
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            key = next(k for k in archive.files if k.endswith(META_KEY))
-            return json.loads(archive[key].tobytes().decode())
-    except Exception as err:  # noqa: BLE001 - any failure here means a damaged file
-        raise MilestoneError(
-            f"checkpoint {path} is damaged or not a milestone checkpoint ({type(err).__name__})",
-            hint="start afresh without --resume (the damaged file is kept as it is)",
-        ) from None
 
 
 def restore(path: Path, model, optimizer) -> tuple[int, History]:

@@ -26,8 +26,9 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.training import CosineSchedule, clip_grad_norm, seed_everything
+from tinytorch.models.scaling import count_parameters
 from tinytorch.models.seq2seq import Seq2SeqTransformer
-from tinytorch.models.transformer import PRESETS, count_parameters
+from tinytorch.models.transformer import PRESETS
 
 TARGET_ACCURACY = 0.95  # the milestone's bar for exact match on held-out numbers
 CURVE_NUMBERS = 250  # held-out numbers scored at every evaluation (all of them at the end)

@@ -127,7 +127,7 @@ class TorchGPT(nn.Module):
         return ref.to(dtype)
 
     def load_tinytorch(self, model) -> None:
-        from tinytorch.models.transformer import to_torch_state_dict
+        from tinytorch.models.weights import to_torch_state_dict
 
         state = {k: torch.from_numpy(np.array(v)) for k, v in to_torch_state_dict(model).items()}
         self.load_state_dict(state)

@@ -52,13 +52,16 @@ MODULES: tuple[CourseModule, ...] = (
     ),
     CourseModule(8, "dataloader", "DataLoader", ("data.loader",), (1,), "tests/08_dataloader"),
     CourseModule(
+        9, "convolutions", "Convolutions", ("core.spatial",), (1, 3, 5), "tests/09_convolutions"
+    ),
+    CourseModule(
         10, "tokenization", "Tokenization", ("text.tokenization",), (), "tests/10_tokenization"
     ),
     CourseModule(
         11,
         "embeddings",
         "Embeddings",
-        ("text.embeddings", "core.embeddings"),
+        ("text.embeddings",),
         (1, 3, 5),
         "tests/11_embeddings",
     ),
@@ -69,16 +72,33 @@ MODULES: tuple[CourseModule, ...] = (
         13,
         "transformers",
         "Transformers",
-        (
-            "nn.normalization",
-            "nn.feedforward",
-            "models.transformer",
-            "models.seq2seq",
-            "core.transformer",
-            "models.huggingface",
-        ),
+        ("nn.normalization", "nn.feedforward", "models.transformer"),
         (1, 2, 3, 4, 5, 6, 7, 11, 12),
         "tests/13_transformers",
+    ),
+    CourseModule(
+        14,
+        "profiling",
+        "Profiling",
+        ("profile.flops", "profile.profiler", "profile.report"),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        "tests/14_profiling",
+    ),
+    CourseModule(
+        15,
+        "quantization",
+        "Quantization",
+        ("compress.quantization",),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        "tests/15_quantization",
+    ),
+    CourseModule(
+        16,
+        "compression",
+        "Compression",
+        ("compress.pruning", "compress.lowrank", "compress.distillation"),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
+        "tests/16_compression",
     ),
     CourseModule(
         17,
@@ -99,12 +119,28 @@ MODULES: tuple[CourseModule, ...] = (
     CourseModule(
         19, "benchmarking", "Benchmarking", ("bench.harness",), (), "tests/19_benchmarking"
     ),
+    CourseModule(20, "capstone", "Capstone", ("olympics.rules",), (1, 5), "tests/20_capstone"),
 )
 
 
 # Package files that are given product code, hand-written rather than exported from a lesson;
-# every staged package (module tests, grading) holds them, like the __init__ files.
-GIVEN: tuple[str, ...] = ("tinytorch/core/hooks.py", "tinytorch/checks.py")
+# every staged package (module tests, grading) holds them, like the __init__ files. Each names the
+# course modules whose package code it imports (none: it imports only numpy and other given files).
+GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
+    "tinytorch/core/hooks.py": (),
+    "tinytorch/checks.py": (),
+    "tinytorch/names.py": (),  # every public name, its home and the paths that offer it
+    "tinytorch/core/allocator.py": (),  # glibc's allocator tuning, run by `import tinytorch`
+    "tinytorch/nn/functional.py": (2, 4),  # the functions of modules 02 and 04, PyTorch's path
+    "tinytorch/core/embeddings.py": (11,),  # module 11's names under the `core` path
+    "tinytorch/core/transformer.py": (13,),  # module 13's and the files below, under one path
+    "tinytorch/models/decoding.py": (),  # generate's argument checks; module 17's cache or not
+    "tinytorch/models/weights.py": (13,),  # save_model / load_model, the PyTorch layout
+    "tinytorch/models/scaling.py": (),  # parameter and memory arithmetic
+    "tinytorch/models/seq2seq.py": (13,),  # encoder and encoder-decoder (translate milestone)
+    "tinytorch/models/huggingface.py": (13,),  # GPT-2 layout for transformers
+}
+GIVEN: tuple[str, ...] = tuple(GIVEN_REQUIRES)
 
 
 def complete_key(incomplete: str) -> list[str]:
@@ -113,21 +149,51 @@ def complete_key(incomplete: str) -> list[str]:
     return [k for k in keys if k.startswith(incomplete.lower())]
 
 
-# Numbers the course keeps free for later parts (see the README's module table).
-PLANNED = {9: "convolutions", **dict.fromkeys(range(14, 21), "the optimization tier")}
-RESERVED = {n: part for n, part in PLANNED.items() if n not in {m.number for m in MODULES}}
+# "requires" has one meaning: the modules whose package code a module imports. From it, here
+# only: its prerequisites, their closure (everything it needs installed) and its dependents
+# (everything that builds on it). `module complete`, `milestone run`, grading's staged package
+# and `tito test --all` all read these.
+
+
+def _by_number() -> dict[int, CourseModule]:
+    return {m.number: m for m in MODULES}
+
+
+def prerequisites(module: CourseModule) -> list[CourseModule]:
+    """The modules `module` lists in `requires`, in course order."""
+    by_number = _by_number()
+    return [by_number[n] for n in sorted(module.requires)]
+
+
+def closure(numbers: tuple[int, ...] | CourseModule) -> list[CourseModule]:
+    """Every module the given ones need, directly or through another, in course order; given a
+    module, its own requirements (not itself), given numbers, those modules and theirs."""
+    by_number = _by_number()
+    todo = list(numbers.requires if isinstance(numbers, CourseModule) else numbers)
+    seen: set[int] = set()
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo += by_number[n].requires
+    return [by_number[n] for n in sorted(seen)]
+
+
+def dependents(module: CourseModule) -> list[CourseModule]:
+    """Every module that builds on `module`, directly or through another, in course order."""
+    return [m for m in MODULES if module in closure(m)]
 
 
 def missing(numbers: tuple[int, ...], root: Path) -> list[CourseModule]:
-    """The modules among `numbers` with a package file absent under the project `root`.
+    """The modules among `numbers` and their closure with a package file absent under `root`.
 
     The one prerequisite check: `module complete` asks it for a module's requirements, `milestone
     run` for a milestone's (milestones list their module numbers and import nothing from tito).
     """
     return [
         m
-        for m in MODULES
-        if m.number in numbers and not all((root / f).is_file() for f in m.package_files())
+        for m in closure(tuple(numbers))
+        if not all((root / f).is_file() for f in m.package_files())
     ]
 
 
@@ -143,11 +209,8 @@ def find(key: str | int) -> CourseModule:
         if text in (module.slug, module.name):
             return module
     known = ", ".join(f"{m.number:02d} {m.slug}" for m in MODULES)
-    if text.isdigit() and int(text) in RESERVED:
-        raise TitoError(
-            f"module {int(text):02d} ({RESERVED[int(text)]}) is not part of this course yet",
-            hint=f"choose one of: {known}",
-        )
+    if text.isdigit():
+        raise TitoError(f"there is no module {int(text):02d}", hint=f"choose one of: {known}")
     close = difflib.get_close_matches(text, [m.slug for m in MODULES], n=1, cutoff=0.6)
     if close:
         raise TitoError(f"unknown module '{key}'; did you mean '{close[0]}'?", hint=known)

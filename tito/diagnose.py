@@ -44,7 +44,7 @@ TIMEOUT = 600.0
 @dataclass
 class Finding:
     check: str  # the graded cell's id, e.g. test-layernorm
-    what: str  # "forward of LayerNormFunction, in LayerNorm" or "the check's value 'dx'"
+    what: str  # "Sub.forward (in layer LayerNorm)" or "the check's value 'dx'"
     summary: str  # the numbers
     hint: str
     place: str = ""  # "transformers.ipynb, cell 12, line 5: return x.T ..." (the student's)
@@ -117,18 +117,35 @@ class Cells:
 
     notebook: str
     solutions: dict[str, tuple[int, list[str]]]
+    known: frozenset[str] = frozenset()  # the source's own solution lines, stripped (never shown)
 
     def place(self, spots) -> str:
-        """The innermost of [[label, line], ...] that is in one of the student's cells."""
+        """The innermost of [[label, line], ...] that is in one of the student's cells. A
+        function's `def` line is narrowed to the first line of its body that the reference does
+        not have, when there is one: the likeliest line of the slip (no reference line is shown)."""
         for spot in spots or []:
             if not spot:
                 continue
             label, line = spot
             if label in self.solutions:
                 number, lines = self.solutions[label]
+                line = self._narrow(lines, line)
                 text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
                 return f"{self.notebook}, cell {number}, line {line}: {text}"
         return ""
+
+    def _narrow(self, lines: list[str], line: int) -> int:
+        if not (0 < line <= len(lines)) or not lines[line - 1].lstrip().startswith("def "):
+            return line
+        indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+        for number in range(line + 1, len(lines) + 1):
+            text = lines[number - 1]
+            if text.strip() and len(text) - len(text.lstrip()) <= indent:
+                break  # the end of the function
+            stripped = text.strip()
+            if stripped and not stripped.startswith("#") and stripped not in self.known:
+                return number
+        return line
 
 
 def _programs(module: CourseModule, notebook: Path):
@@ -141,7 +158,7 @@ def _programs(module: CourseModule, notebook: Path):
     theirs = build_program(source, submission)
     reference = build_program(source, source)
     solutions = _solution_cells(source, submission, theirs)
-    return theirs, reference, Cells(notebook.name, solutions)
+    return theirs, reference, Cells(notebook.name, solutions, _known_lines(source))
 
 
 def diagnose(module: CourseModule, notebook: Path | None = None, seed: int = SEED,
@@ -170,12 +187,11 @@ def _stage_own(module: CourseModule, into: Path) -> None:
     (their code, as their package holds it) and the given files, nothing later in the course."""
     import shutil
 
-    from tito.catalog import GIVEN
-    from tito.scoring import requirement_closure
+    from tito.catalog import GIVEN, closure
 
     source = paths.root() / "tinytorch"
     files = [*source.rglob("__init__.py"), *(source.parent / name for name in GIVEN)]
-    for required in requirement_closure(module):
+    for required in closure(module):
         files += [paths.root() / rel for rel in required.package_files()]
     for path in files:
         if path.is_file():
@@ -221,7 +237,20 @@ def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout
     if len(marks) != 1:
         raise TitoError("the submission's diagnosis run ended without a trace")
     trace = read_trace(base64.b64decode(marks[0].split(" ", 2)[2], validate=True))
-    return trace, Cells("the submission", _solution_cells(source, submission, program))
+    cells = Cells(
+        "the submission", _solution_cells(source, submission, program), _known_lines(source)
+    )
+    return trace, cells
+
+
+def _known_lines(source) -> frozenset[str]:
+    """Every line of the source's solution cells, stripped: to narrow a place, never shown."""
+    return frozenset(
+        line.strip()
+        for cell in source.cells
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution")
+        for line in cell.source.splitlines()
+    )
 
 
 def _solution_cells(source, submission, program) -> dict:
@@ -328,18 +357,16 @@ def first_difference(mine: dict, ref: dict, student: Trace, reference: Trace,
                 return Finding(
                     check, f"output of layer {event['op']}", found.summary, found.hint, where
                 )
-    if mine["error"] and not ref["error"]:
-        where = cells.place(mine["where"])
-        return Finding(
-            check,
-            "the check stopped with an error",
-            mine["error"],
-            _error_hint(mine["error"]),
-            where,
-        )
+    failed = mine["error"] and not ref["error"]
+    if failed and not mine["error"].startswith("AssertionError"):  # their code raised
+        return Finding(check, "the check stopped with an error", mine["error"],
+                       _error_hint(mine["error"]), cells.place(mine["where"]))  # fmt: skip
     finding = _backward_difference(check, events, ref_events, pairs, student, reference, cells)
     if finding is not None:
         return finding
+    if failed:  # the check's own assertion, with no operation to blame before it
+        return Finding(check, "the check stopped with an error", mine["error"],
+                       _error_hint(mine["error"]), cells.place(mine["where"]))  # fmt: skip
     for name, index in ref["results"].items():
         ours = mine["results"].get(name)
         if ours is None:
@@ -431,3 +458,40 @@ __all__ = [
     "reference_trace",
     "submission_trace",
 ]
+
+
+# --- instructor feedback ------------------------------------------------------------------------
+
+
+def feedback_section(result: Diagnosis) -> str:
+    """The diagnosis as an HTML fragment for a feedback page: per check, the first operation
+    whose numbers differ, by how much, where in the submission, and a likely cause. Every
+    text is escaped; it holds numbers and the student's own lines, never reference or test code."""
+    from html import escape
+
+    by_check = {f.check: f for f in result.findings}
+    items = []
+    for note in result.notes:
+        items.append(f"<li><b>a cell of yours failed</b>: {escape(note)}</li>")
+    for check in result.checks:
+        f = by_check.get(check)
+        if f is None:
+            items.append(f"<li><code>{escape(check)}</code>: every operation matches</li>")
+            continue
+        where = f"<br>at <code>{escape(f.place)}</code>" if f.place else ""
+        items.append(
+            f"<li><code>{escape(check)}</code>: {escape(f.what)}<br>{escape(f.summary)}{where}"
+            f"<br>likely: {escape(f.hint)}</li>"
+        )
+    return (
+        '<div class="tito-diagnosis"><h2>Where your numbers first differ from the reference</h2>'
+        "<p>Each graded check run on the same random inputs over your code and the reference, "
+        "operation by operation (tito diagnose).</p><ul>" + "".join(items) + "</ul></div>"
+    )
+
+
+def submission_feedback(module: CourseModule, submission, reference: Trace | None = None,
+                        unsafe: bool = False) -> str:  # fmt: skip
+    """The feedback fragment of one submitted notebook, its trace made in the grading sandbox."""
+    student, cells = submission_trace(module, submission, unsafe=unsafe)
+    return feedback_section(explain(module, student, cells, reference or reference_trace(module)))

@@ -89,9 +89,13 @@ def render(notebook: nbformat.NotebookNode, module: CourseModule, origin: str) -
     they are, and `__all__`: the public names the cells define, unless they list their own.
     """
     files = {}
-    for dotted, cells in collect(notebook, module).items():
+    bodies = {
+        dotted: "\n\n\n".join(cells) + "\n" for dotted, cells in collect(notebook, module).items()
+    }
+    for dotted, text in bodies.items():
         path = Path(*dotted.split(".")).with_suffix(".py")
-        doc, body = _own_docstring("\n\n\n".join(cells) + "\n")
+        doc, body = _own_docstring(text)
+        body = sibling_imports(body, dotted, bodies)
         names, listed = public_names(body)
         holds = doc or (f"Defines {', '.join(names)}." if names else REEXPORT)
         header = HEADER.format(
@@ -104,6 +108,69 @@ def render(notebook: nbformat.NotebookNode, module: CourseModule, origin: str) -
         tail = "" if listed or not names else _all_list(names)
         files[path] = header + "\n" + body + tail
     return files
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def sibling_imports(body: str, dotted: str, bodies: dict[str, str]) -> str:
+    """`body` with an import of each name it uses that another export of the same notebook defines.
+
+    In the notebook such a name (module 13's `LayerNorm`, used by `models.transformer` and
+    defined for `nn.normalization`) is simply defined a few cells above; the package file
+    imports it from its own file. The import goes where isort puts it among the `tinytorch`
+    imports, so the written file is what a person would write.
+    """
+    try:
+        tree = parse_python(body)
+        others = {d: _top_level_names(parse_python(b)) for d, b in bodies.items() if d != dotted}
+    except SyntaxError:
+        return body  # the student's code does not parse; the tests report where
+    bound, used = _top_level_names(tree), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+    lines = {}
+    for other, defined in others.items():
+        names = sorted((used - bound) & defined, key=_isort_key)
+        if names:
+            lines[f"tinytorch.{other}"] = f"from tinytorch.{other} import {', '.join(names)}\n"
+    if not lines:
+        return body
+    text = body.splitlines(keepends=True)
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    ours = [
+        n
+        for n in imports
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("tinytorch.")
+    ]
+    for module, line in sorted(lines.items(), reverse=True):
+        later = [n for n in ours if n.module > module]
+        if later:
+            at = later[0].lineno - 1
+        elif ours or imports:
+            at = (ours or imports)[-1].end_lineno
+        else:
+            at = 0
+        text.insert(at, line if ours or not imports else "\n" + line)
+    return "".join(text)
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    """isort's order-by-type: CONSTANTS, then Classes, then functions."""
+    return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name.lower())
 
 
 def _own_docstring(body: str) -> tuple[str, str]:

@@ -11,6 +11,7 @@ from overwriting each other's records.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -245,9 +246,9 @@ def export_csv(course: Path, to: Path | None = None) -> Path:
                         "reason": entry.reason,
                     }
                 )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(dest, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(csv_row(row) for row in rows)  # no cell a spreadsheet runs
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=CSV_COLUMNS)
+    writer.writeheader()
+    writer.writerows(csv_row(row) for row in rows)  # no cell a spreadsheet runs
+    paths.write_atomic(dest, text.getvalue())  # a crash never leaves half a grades file
     return dest

@@ -314,8 +314,10 @@ def grading_timeout(api: NbGraderAPI) -> float:
     return float(timeout) if timeout and timeout > 0 else 300.0
 
 
-def feedback(course: Path, module: CourseModule, student: str | None = None) -> list[Outcome]:
-    """HTML feedback for every autograded submission (feedback/<student>/<NN_slug>/)."""
+def feedback(course: Path, module: CourseModule, student: str | None = None,
+             diagnose: bool = False, unsafe: bool = False) -> list[Outcome]:  # fmt: skip
+    """HTML feedback for every autograded submission (feedback/<student>/<NN_slug>/);
+    `diagnose` adds, per check, the first operation whose numbers differ (tito diagnose)."""
     course = course.resolve()
     api = _api(course)
     graded = course / "autograded"
@@ -329,11 +331,37 @@ def feedback(course: Path, module: CourseModule, student: str | None = None) -> 
             hint=f"run `tito grade autograde {module.number}` first",
         )
     outcomes = []
+    reference = None
     for name in names:
         result = api.generate_feedback(assignment_id(module), name, force=True)
         html = course / "feedback" / name / assignment_id(module) / f"{module.slug}.html"
         ok = result["success"] and html.exists()
+        if ok and diagnose:
+            from tito import diagnose as diagnosis
+
+            reference = reference or diagnosis.reference_trace(module)
+            _add_diagnosis(html, course, module, name, reference, unsafe)
         if ok:  # the student's markdown and outputs are in it: no script of theirs may run
             clean_feedback(html)
         outcomes.append(Outcome(name, ok, str(html) if ok else _failure(result)))
     return outcomes
+
+
+def _add_diagnosis(html: Path, course: Path, module: CourseModule, name: str, reference,
+                   unsafe: bool) -> None:  # fmt: skip
+    """Put the submission's diagnosis at the end of its feedback page (a note if it fails)."""
+    from html import escape
+
+    from tito import diagnose as diagnosis
+    from tito.submissions import read_submission
+
+    submitted = course / "submitted" / name / assignment_id(module) / notebook_file(module)
+    try:
+        section = diagnosis.submission_feedback(module, read_submission(submitted), reference,
+                                                unsafe)  # fmt: skip
+    except TitoError as err:
+        section = f"<p>No diagnosis: {escape(err.message)}</p>"
+    page = html.read_text(encoding="utf-8")
+    at = page.rfind("</body>")
+    page = page[:at] + section + page[at:] if at >= 0 else page + section
+    html.write_text(page, encoding="utf-8")

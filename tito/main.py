@@ -9,7 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from tito import __version__
-from tito.commands import benchmark, diagnose, grade, milestone, model, module, test
+from tito.commands import benchmark, diagnose, grade, milestone, model, module, olympics, test
 from tito.console import console, fail
 from tito.errors import TitoError
 
@@ -76,6 +76,7 @@ app.add_typer(milestone.app, name="milestone")
 app.add_typer(grade.app, name="grade")
 app.add_typer(benchmark.app, name="benchmark")
 app.add_typer(model.app, name="model")
+app.add_typer(olympics.app, name="olympics")
 
 
 def _version(value: bool) -> None:

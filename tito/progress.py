@@ -65,13 +65,3 @@ def without(*modules: int) -> str | None:
     if not any(records.pop(m, None) for m in modules):
         return None
     return render(records)
-
-
-def record(module: int, passed: int, failed: int, files: dict[Path, str] | None = None) -> None:
-    paths.write_atomic(file(), with_record(module, passed, failed, files or {}))
-
-
-def forget(module: int) -> None:
-    text = without(module)
-    if text is not None:
-        paths.write_atomic(file(), text)

@@ -27,8 +27,8 @@ from nbformat.v4 import new_output
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
-from tito import exporter, lifecycle, paths, sandbox
-from tito.catalog import GIVEN, MODULES, CourseModule
+from tito import catalog, exporter, lifecycle, paths, sandbox
+from tito.catalog import GIVEN, CourseModule
 from tito.errors import TitoError
 from tito.refusals import bound_names, forbidden, parse, protected_names
 
@@ -76,14 +76,8 @@ class Scored:
 
 
 def requirement_closure(module: CourseModule) -> list[CourseModule]:
-    by_number = {m.number: m for m in MODULES}
-    todo, seen = list(module.requires), set()
-    while todo:
-        n = todo.pop()
-        if n not in seen:
-            seen.add(n)
-            todo += by_number[n].requires
-    return [by_number[n] for n in sorted(seen)]
+    """The modules staged under `module` for grading: catalog.closure, the one definition."""
+    return catalog.closure(module)
 
 
 def stage_reference(module: CourseModule, into: Path) -> Path:

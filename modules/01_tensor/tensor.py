@@ -278,9 +278,9 @@ class Log(Function):
 # treated as a row (on the left) or a column (on the right) and that axis is removed again.
 # The shape check comes first so a mistake reads as one line naming both shapes.
 #
-# Speed note: when a batched input `(B, T, C)` meets a weight matrix `(C, D)`, the weight gradient
-# is `Σ_batch xᵀ @ g`. Flattening `(B, T)` into one axis turns that into a single large matrix
-# multiply instead of B small ones plus a sum.
+# The backward is the matrix rule, `ga = g @ bᵀ` and `gb = aᵀ @ g`, on the last two axes. When one
+# side was broadcast over batch axes (a `(B, T, C)` input times a `(C, D)` weight), its gradient
+# comes out with those axes too: `sum_to_shape` sums them away.
 
 
 # %% nbgrader={"grade": false, "grade_id": "matmul", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -318,11 +318,7 @@ class MatMul(Function):
         if self.needs_grad[0]:
             ga = sum_to_shape(g @ np.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape)
         if self.needs_grad[1]:
-            if b2.ndim == 2 and a2.ndim > 2:
-                flat_a = a2.reshape(-1, a2.shape[-1])
-                gb = (flat_a.T @ g.reshape(-1, g.shape[-1])).reshape(b.shape)
-            else:
-                gb = sum_to_shape(np.swapaxes(a2, -1, -2) @ g, b2.shape).reshape(b.shape)
+            gb = sum_to_shape(np.swapaxes(a2, -1, -2) @ g, b2.shape).reshape(b.shape)
         ### END SOLUTION
         return ga, gb
 
@@ -473,11 +469,12 @@ class Tensor:
         self.grad: np.ndarray | None = None
         self._ctx: Function | None = None  # the Function that produced this tensor
 
-    # --- information -------------------------------------------------------------------
+    # --- information (grad_fn, is_leaf: PyTorch's names for the _ctx link) -------------
     shape = property(lambda self: self.data.shape)
     dtype = property(lambda self: self.data.dtype)
     ndim = property(lambda self: self.data.ndim)
     size = property(lambda self: self.data.size)
+    grad_fn, is_leaf = property(lambda self: self._ctx), property(lambda t: t._ctx is None)
 
     def __len__(self):
         return len(self.data)
@@ -507,8 +504,7 @@ class Tensor:
     def item(self) -> float:
         return float(self.data.item())
 
-    def __float__(self):
-        return self.item()
+    __float__ = item
 
     def __format__(self, spec):
         return format(self.item(), spec) if self.size == 1 else repr(self)

@@ -194,6 +194,9 @@ class Module:
         return f"{type(self).__name__}({self.num_parameters()} parameters)"
 
 
+Layer = Module  # the TinyTorch book's name for the same base class
+
+
 # %% [markdown]
 # ## `Linear`: one fused function
 #

@@ -73,7 +73,7 @@ class MSEFunction(Function):
         ### BEGIN SOLUTION
         self.diff = prediction - target
         self.count = max(self.diff.size, 1)
-        return np.asarray(np.vdot(self.diff, self.diff) / self.count, dtype=prediction.dtype)
+        return np.asarray(np.sum(self.diff**2) / self.count, dtype=prediction.dtype)
         ### END SOLUTION
 
     def backward(self, grad):
@@ -91,9 +91,10 @@ class MSEFunction(Function):
 # whose values are floats; whole numbers are accepted either way.
 #
 # In `forward`, flatten logits to `(N, C)` and targets to `(N,)`, mark which rows count, compute
-# the shifted logits, pick each row's target entry, and turn the shifted logits into softmax
-# probabilities *in place* for the backward (one `(N, C)` array in all). The backward subtracts 1
-# at each target, zeroes the ignored rows and scales by `grad / count`.
+# the shifted logits, and take each row's log-probability of its target: the target's shifted
+# logit minus the log of the row's sum of exponentials. Keep the softmax probabilities for the
+# backward, which is `softmax - one_hot(target)`: a copy of the probabilities with 1 subtracted at
+# each target, the ignored rows zeroed and everything scaled by `grad / count`.
 
 
 # %% nbgrader={"grade": false, "grade_id": "cross-entropy-checks", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -149,25 +150,23 @@ class CrossEntropyFunction(Function):
         self.count = int(keep.sum())
 
         shifted = z - z.max(axis=1, keepdims=True)  # (N, C), every entry <= 0
-        picked = shifted[rows, t]  # (N,) the target's shifted logit
-        probs = np.exp(shifted, out=shifted)  # reuse the buffer: shifted is no longer needed
-        total = probs.sum(axis=1)
-        log_probs = picked - np.log(total)  # (N,) log p(target)
+        exps = np.exp(shifted)
+        total = exps.sum(axis=1)  # (N,)
+        log_probs = shifted[rows, t] - np.log(total)  # (N,) log p(target)
         loss = -np.sum(log_probs[keep]) / max(self.count, 1)
 
         if self.needs_grad[0]:
-            probs /= total[:, None]  # softmax, kept for the backward
-            self.probs, self.t, self.keep, self.shape = probs, t, keep, logits.shape
+            self.probs = exps / total[:, None]  # softmax (N, C), for the backward
+            self.t, self.keep, self.shape = t, keep, logits.shape
         return np.asarray(loss, dtype=logits.dtype)
         ### END SOLUTION
 
     def backward(self, grad):
         ### BEGIN SOLUTION
-        g = self.probs  # (N, C), updated in place: the graph runs backward once
+        g = self.probs.copy()  # (N, C): softmax minus the one-hot target
         g[np.arange(self.t.size), self.t] -= 1
-        g *= (self.keep * (grad / max(self.count, 1))).astype(g.dtype)[:, None]
-        self.probs = None
-        return (g.reshape(self.shape),)
+        scale = self.keep * grad / max(self.count, 1)  # (N,), 0 for ignored rows
+        return ((g * scale[:, None].astype(g.dtype)).reshape(self.shape),)
         ### END SOLUTION
 
 
@@ -208,6 +207,116 @@ class CrossEntropyLoss:
 
     def __call__(self, logits, targets) -> Tensor:
         return self.forward(logits, targets)
+
+
+# %% [markdown]
+# ## Given: log-probabilities and the binary cross-entropy
+#
+# Two more that PyTorch code reaches for, built the same way (given, not part of the exercise):
+# `log_softmax(x)` is `x - log(sum(exp(x)))` along the last axis, computed after subtracting the
+# row maximum as in cross-entropy; its backward is `g - softmax(x) * sum(g)`. The binary
+# cross-entropy scores a probability `p` of the positive class against a 0/1 target `t`:
+# `-(t log p + (1 - t) log(1 - p))`, averaged. `BCELoss` takes probabilities (after a sigmoid)
+# and clamps each log at -100 as PyTorch does, so `p = 0` gives a large finite loss;
+# `BCEWithLogitsLoss` takes the logit `z` itself and computes `max(z, 0) - z t + log(1 + e^-|z|)`,
+# which never overflows, with the gradient `(sigmoid(z) - t) / n`.
+
+
+# %% nbgrader={"grade": false, "grade_id": "more-losses", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+class LogSoftmaxFunction(Function):
+    """log softmax along `axis`: x - logsumexp(x)."""
+
+    def forward(self, x, axis=-1):
+        shifted = x - x.max(axis=axis, keepdims=True)
+        out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+        self.out, self.axis = out, axis
+        return out
+
+    def backward(self, grad):
+        return (grad - np.exp(self.out) * grad.sum(axis=self.axis, keepdims=True),)
+
+
+def log_softmax(x, dim: int = -1) -> Tensor:
+    """Log-probabilities along axis `dim`, as PyTorch's `F.log_softmax(x, dim=-1)`."""
+    return LogSoftmaxFunction.apply(_tensor(x), axis=dim)
+
+
+def _same_shape(name: str, prediction, target) -> None:
+    if prediction.shape != target.shape:
+        raise ShapeError(
+            f"{name}: input shape {prediction.shape} differs from target shape {target.shape}; "
+            "give one 0/1 target per prediction"
+        )
+
+
+class BCEFunction(Function):
+    """mean(-(t log p + (1 - t) log(1 - p))) of probabilities p; each log clamped at -100."""
+
+    def forward(self, probs, target):
+        _same_shape("binary_cross_entropy", probs, target)
+        if probs.size and (probs.min() < 0 or probs.max() > 1):
+            raise ValueError(
+                "binary_cross_entropy: inputs must be probabilities in [0, 1]; for raw scores "
+                "use binary_cross_entropy_with_logits (BCEWithLogitsLoss)"
+            )
+        p, self.dtype = probs.astype(np.float64), probs.dtype
+        self.p, self.t, self.count = p, target.astype(np.float64), max(p.size, 1)
+        with np.errstate(divide="ignore"):
+            logs = self.t * np.maximum(np.log(p), -100) + (1 - self.t) * np.maximum(
+                np.log1p(-p), -100
+            )
+        return np.asarray(-logs.sum() / self.count, dtype=probs.dtype)
+
+    def backward(self, grad):
+        p, t = self.p, self.t
+        g = grad * (p - t) / np.maximum(p * (1 - p), 1e-12) / self.count
+        return g.astype(self.dtype), None
+
+
+class BCEWithLogitsFunction(Function):
+    """mean(max(z, 0) - z t + log(1 + exp(-|z|))): the binary cross-entropy of sigmoid(z)."""
+
+    def forward(self, logits, target):
+        _same_shape("binary_cross_entropy_with_logits", logits, target)
+        z, t = logits.astype(np.float64), target.astype(np.float64)
+        self.z, self.t, self.count, self.dtype = z, t, max(z.size, 1), logits.dtype
+        loss = np.maximum(z, 0) - z * t + np.log1p(np.exp(-np.abs(z)))
+        return np.asarray(loss.sum() / self.count, dtype=logits.dtype)
+
+    def backward(self, grad):
+        sigmoid = 0.5 * (1 + np.tanh(0.5 * self.z))  # 1 / (1 + e^-z) without overflow
+        return (grad * (sigmoid - self.t) / self.count).astype(self.dtype), None
+
+
+def binary_cross_entropy(probs, target) -> Tensor:
+    """Mean binary cross-entropy of probabilities in [0, 1] against 0/1 targets."""
+    return BCEFunction.apply(_tensor(probs), _tensor(target))
+
+
+def binary_cross_entropy_with_logits(logits, target) -> Tensor:
+    """Mean binary cross-entropy of sigmoid(logits) against 0/1 targets, computed stably."""
+    return BCEWithLogitsFunction.apply(_tensor(logits), _tensor(target))
+
+
+class BCELoss:
+    """`BCELoss()(probs, target)`: binary cross-entropy of probabilities (after a sigmoid)."""
+
+    def forward(self, probs, target) -> Tensor:
+        return binary_cross_entropy(probs, target)
+
+    def __call__(self, probs, target) -> Tensor:
+        return self.forward(probs, target)
+
+
+class BCEWithLogitsLoss:
+    """`BCEWithLogitsLoss()(logits, target)`: the sigmoid and the binary cross-entropy in one."""
+
+    def forward(self, logits, target) -> Tensor:
+        return binary_cross_entropy_with_logits(logits, target)
+
+    def __call__(self, logits, target) -> Tensor:
+        return self.forward(logits, target)
 
 
 # %% [markdown]

@@ -160,42 +160,6 @@ class no_grad:
 
 
 # %% [markdown]
-# ## Memory the engine reuses
-#
-# A training step allocates the same large temporaries every time (activations, their gradients,
-# the scratch of each operation) and frees them again. glibc's `malloc` hands any block above a
-# moving threshold (128 KiB to begin with) straight to the kernel with `mmap`, and gives it back
-# on `free`: the next step's array of the same size then faults in every page again, zeroed by
-# the kernel. For arrays of a few MiB that costs more than the arithmetic on them (a GELU backward
-# on a (1024, 512) float32 array: 3.5 ms with fresh pages, 0.9 ms with reused ones).
-# `keep_freed_memory` asks glibc to serve blocks up to 32 MiB (its maximum) from its own heap and
-# to keep freed memory for reuse, as PyTorch's caching allocators do. It runs once, when the
-# engine (this module) is imported; set `TINYTORCH_KEEP_FREED_MEMORY=0` to leave the allocator
-# alone. Other platforms and C libraries are left as they are.
-
-
-# %% nbgrader={"grade": false, "grade_id": "allocator", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export
-def keep_freed_memory(limit: int = 32 << 20) -> bool:
-    """Let glibc reuse freed blocks up to `limit` bytes instead of unmapping them (True if set)."""
-    import ctypes
-    import os
-    import sys
-
-    if not sys.platform.startswith("linux") or os.environ.get("TINYTORCH_KEEP_FREED_MEMORY") == "0":
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt  # glibc only; musl has no mallopt
-    except (OSError, AttributeError):
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    return bool(mallopt(m_mmap_threshold, limit)) and bool(mallopt(m_trim_threshold, 4 * limit))
-
-
-keep_freed_memory()
-
-
-# %% [markdown]
 # ## Checking gradients numerically
 #
 # A central difference `(f(x + h) - f(x - h)) / 2h` approximates each partial derivative with an

@@ -28,10 +28,10 @@
 #   with large gradients. AdamW instead shrinks every weight directly, `p *= 1 - lr * wd`, before
 #   the Adam step. Every GPT since GPT-2 is trained with it.
 #
-# **Why in place?** A GPT step touches every parameter several times. `p.data -= ...` and
-# `np.multiply(a, b, out=buf)` reuse memory that already exists instead of allocating fresh
-# arrays each step; the only scratch memory is one shared buffer the size of the largest
-# parameter. Everything stays float32, like the parameters.
+# Each update is written as its formula, in numpy. The one thing done in place is the update of
+# the parameter itself, `p.data -= ...`: the model (and anything sharing its weight arrays, such as
+# module 18's data-parallel copies) keeps the same array. Multiply by Python floats, never by
+# float64 numpy scalars, so everything stays float32 like the parameters.
 #
 # The update formulas follow `torch.optim` exactly, so the tests can check your steps against it.
 
@@ -58,6 +58,10 @@ from tinytorch.core.tensor import Tensor
 # `state_dict()` is flat: hyperparameters as numbers and each state array under
 # `state.<index>.<name>`, where the index is the parameter's position in the list. Plain names,
 # numbers and arrays are all a `.npz` checkpoint needs (module 07), so nothing is pickled.
+#
+# PyTorch code finds its own spellings too: `optimizer.state[p]` is parameter `p`'s state
+# dictionary (the list is also a mapping from each parameter), and `optimizer.param_groups` is one
+# group holding every parameter, whose `group["lr"] = ...` sets `optimizer.lr`.
 
 
 # %% nbgrader={"grade": false, "grade_id": "base", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -70,6 +74,58 @@ def _check_number(name: str, value, low: float, high: float | None = None, open_
     if not ok:
         bound = "" if high is None else f" and {'<' if open_high else '<='} {high}"
         raise ValueError(f"{name} must be a number >= {low}{bound}, got {value!r}")
+
+
+class ParamState(list):
+    """One state dictionary per parameter, in the parameters' order (a step zips the two), and
+    looked up by the parameter itself as in PyTorch: `optimizer.state[p]["m"]`."""
+
+    def __init__(self, params: list[Tensor], states: list[dict]):
+        super().__init__(states)
+        self._params, self._index = params, {id(p): i for i, p in enumerate(params)}
+
+    def __getitem__(self, key):
+        if isinstance(key, Tensor):
+            if id(key) not in self._index:
+                raise KeyError("this tensor is not one of the optimizer's parameters")
+            key = self._index[id(key)]
+        return super().__getitem__(key)
+
+    def __contains__(self, key) -> bool:
+        return id(key) in self._index if isinstance(key, Tensor) else super().__contains__(key)
+
+    def keys(self) -> list[Tensor]:
+        return list(self._params)
+
+    def values(self) -> list[dict]:
+        return list(self)
+
+    def items(self) -> list[tuple[Tensor, dict]]:
+        return list(zip(self._params, self))
+
+
+class ParamGroup(dict):
+    """PyTorch's `optimizer.param_groups[0]`: the parameters and the hyperparameters, live."""
+
+    def __init__(self, optimizer):
+        self._optimizer = optimizer
+        super().__init__(params=optimizer.params)
+        for name in optimizer.hyperparameters:
+            super().__setitem__(name, getattr(optimizer, name))
+
+    def __getitem__(self, key):
+        if key in self._optimizer.hyperparameters:
+            return getattr(self._optimizer, key)
+        return super().__getitem__(key)
+
+    def __setitem__(self, key, value):
+        if key not in self._optimizer.hyperparameters:
+            raise KeyError(
+                f"{type(self._optimizer).__name__} has no hyperparameter {key!r}; its parameter "
+                f"group holds {', '.join(self._optimizer.hyperparameters)}"
+            )
+        setattr(self._optimizer, key, value)
+        super().__setitem__(key, value)
 
 
 class Optimizer:
@@ -90,16 +146,21 @@ class Optimizer:
         self.params: list[Tensor] = list(unique.values())
         _check_number("lr", lr, 0.0)
         self.lr = lr
-        self.state: list[dict] = [{} for _ in self.params]
-        self._workspace = np.empty(0, dtype=np.float32)
+        self.state = [{} for _ in self.params]
 
-    def _scratch(self, p: Tensor, slot: int = 0) -> np.ndarray:
-        """A reusable buffer shaped like `p` (slot 0 or 1), so a step allocates nothing."""
-        n = p.data.size
-        if self._workspace.size < 2 * n or self._workspace.dtype != p.data.dtype:
-            size = max(2 * n, self._workspace.size)
-            self._workspace = np.empty(size, dtype=p.data.dtype)
-        return self._workspace[slot * n : (slot + 1) * n].reshape(p.shape)
+    @property
+    def state(self) -> ParamState:
+        """The state dictionary of every parameter, by position or by the parameter itself."""
+        return self._state
+
+    @state.setter
+    def state(self, states) -> None:
+        self._state = ParamState(self.params, list(states))
+
+    @property
+    def param_groups(self) -> list[ParamGroup]:
+        """One group holding every parameter; setting `group["lr"]` sets this optimizer's lr."""
+        return [ParamGroup(self)]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget the gradients: drop them (default) or fill them with zeros in place."""
@@ -164,13 +225,11 @@ class Optimizer:
 # For each parameter `p` whose `.grad` is not None (a parameter the loss did not reach has no
 # gradient and is left alone):
 #
-# 1. `g = p.grad`, plus `weight_decay * p.data` when weight decay is on (write the sum into the
-#    scratch buffer `self._scratch(p)`; never change `p.grad` itself).
-# 2. With momentum: on the first step the buffer `state["momentum_buffer"]` is a float32 copy of
-#    `g`; afterwards `buf = momentum * buf + g` (in place). Then `g = buf`.
-# 3. `p.data -= lr * g`, again through the scratch buffer.
-#
-# HINTS: `np.multiply(a, b, out=buf)`, `buf += g`, `p.data -= buf` all work in place.
+# 1. `g = p.grad`, plus `weight_decay * p.data` when weight decay is on (a new array: never
+#    change `p.grad` itself).
+# 2. With momentum: on the first step the buffer `state["momentum_buffer"]` is a copy of `g`;
+#    afterwards `buf = momentum * buf + g`. Then `g = buf`.
+# 3. `p.data -= lr * g`.
 
 
 # %% nbgrader={"grade": false, "grade_id": "sgd", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -194,21 +253,12 @@ class SGD(Optimizer):
             ### BEGIN SOLUTION
             g = p.grad
             if self.weight_decay:
-                tmp = self._scratch(p)
-                np.multiply(p.data, self.weight_decay, out=tmp)
-                tmp += g
-                g = tmp
+                g = g + self.weight_decay * p.data  # L2 decay, into the gradient
             if self.momentum:
                 buf = state.get("momentum_buffer")
-                if buf is None:
-                    buf = state["momentum_buffer"] = np.array(g, dtype=p.data.dtype, copy=True)
-                else:
-                    buf *= self.momentum
-                    buf += g
-                g = buf
-            tmp = self._scratch(p)
-            np.multiply(g, self.lr, out=tmp)
-            p.data -= tmp
+                buf = g.copy() if buf is None else self.momentum * buf + g
+                state["momentum_buffer"] = g = buf
+            p.data -= self.lr * g
             ### END SOLUTION
 
 
@@ -225,7 +275,9 @@ class SGD(Optimizer):
 # ```
 #
 # `_adam_update(p, state, g)` does the three lines after the first one; `step()` forms `g`.
-# Use scratch slot 1 for the temporary (slot 0 may hold `g`).
+# The last line is the bias-corrected step of the usual textbook form,
+# `lr * m_hat / (sqrt(v_hat) + eps)` with `m_hat = m / (1 - beta1**t)` and
+# `v_hat = v / (1 - beta2**t)`: write whichever you read more easily.
 
 
 # %% nbgrader={"grade": false, "grade_id": "adam", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -258,22 +310,12 @@ class Adam(Optimizer):
             state["exp_avg"] = np.zeros_like(p.data)
             state["exp_avg_sq"] = np.zeros_like(p.data)
         state["step"] += 1
-        t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-        tmp = self._scratch(p, 1)
-        m *= self.beta1
-        np.multiply(g, 1.0 - self.beta1, out=tmp)
-        m += tmp
-        v *= self.beta2
-        np.multiply(g, g, out=tmp)
-        tmp *= 1.0 - self.beta2
-        v += tmp
-        step_size = self.lr / (1.0 - self.beta1**t)
-        np.sqrt(v, out=tmp)
-        tmp /= math.sqrt(1.0 - self.beta2**t)
-        tmp += self.eps
-        np.divide(m, tmp, out=tmp)
-        tmp *= step_size
-        p.data -= tmp
+        t = state["step"]
+        m = state["exp_avg"] = self.beta1 * state["exp_avg"] + (1 - self.beta1) * g
+        v = state["exp_avg_sq"] = self.beta2 * state["exp_avg_sq"] + (1 - self.beta2) * g * g
+        m_hat = m / (1 - self.beta1**t)  # undo the bias of starting at zero
+        v_hat = v / (1 - self.beta2**t)
+        p.data -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
         ### END SOLUTION
 
     def step(self) -> None:
@@ -284,8 +326,7 @@ class Adam(Optimizer):
             ### BEGIN SOLUTION
             g = p.grad
             if self.weight_decay:
-                g = np.multiply(p.data, self.weight_decay, out=self._scratch(p))
-                g += p.grad
+                g = g + self.weight_decay * p.data  # L2 decay, as in torch.optim.Adam
             self._adam_update(p, state, g)
             ### END SOLUTION
 

@@ -174,6 +174,12 @@ class Trainer:
     """A model, a loss and an optimizer, with optional schedule and clipping, counting steps."""
 
     def __init__(self, model, loss_fn, optimizer: Optimizer, schedule=None, max_norm=None):
+        if isinstance(loss_fn, Optimizer) or not isinstance(optimizer, Optimizer):
+            raise TypeError(
+                f"Trainer(model, loss_fn, optimizer) got a {type(loss_fn).__name__} as loss_fn "
+                f"and a {type(optimizer).__name__} as optimizer; pass the loss before the "
+                "optimizer: Trainer(model, loss_fn, optimizer)"
+            )
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
         self.schedule, self.max_norm = schedule, max_norm
         self.step_count = 0

@@ -110,7 +110,7 @@ def _read_json(path, kind: str) -> dict:
 class CharTokenizer:
     """One id per character of a fixed vocabulary, with an explicit unknown-character policy."""
 
-    def __init__(self, chars, unk: bool = False):
+    def __init__(self, chars=(), unk: bool = False):
         chars = sorted(set(chars))
         if any(not isinstance(c, str) or len(c) != 1 for c in chars):
             raise ValueError("CharTokenizer vocabulary must be single characters")
@@ -125,6 +125,17 @@ class CharTokenizer:
         """The tokenizer whose vocabulary is every distinct character of `text`."""
         _codepoints(text)  # type check
         return cls(set(text), unk=unk)
+
+    def build_vocab(self, texts) -> CharTokenizer:
+        """Make the vocabulary every character of `texts` (a str, or several); returns self.
+
+        The TinyTorch book's spelling of `from_text`: `tok = CharTokenizer(); tok.build_vocab(corpus)`.
+        """
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        for text in texts:
+            _codepoints(text)  # type check
+        self.__init__(set().union(*texts), unk=self.unk)
+        return self
 
     @property
     def vocab_size(self) -> int:

@@ -343,34 +343,3 @@ def test_sinusoid_values():
 
 
 test_sinusoid_values()
-
-
-# %% [markdown]
-# ## The `core` path
-#
-# `tinytorch.core.embeddings` is the same module under the name the rest of the course imports.
-# The import runs only in the package: in this notebook the names are the ones defined above
-# (`__name__` is `"__main__"` here), so the notebook never reads this module from the package.
-
-# %% nbgrader={"grade": false, "grade_id": "core-path", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export core.embeddings
-if __name__ != "__main__":
-    from tinytorch.text.embeddings import (
-        Embedding,
-        EmbeddingLookup,
-        LearnedPositionalEncoding,
-        PositionalEncoding,
-        plot_encoding,
-        sinusoidal_table,
-        token_ids_array,
-    )
-
-__all__ = [
-    "Embedding",
-    "EmbeddingLookup",
-    "LearnedPositionalEncoding",
-    "PositionalEncoding",
-    "plot_encoding",
-    "sinusoidal_table",
-    "token_ids_array",
-]

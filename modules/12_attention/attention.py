@@ -32,20 +32,14 @@
 # batch. A row that may attend to nothing at all would compute 0/0; we define its weights and
 # output as zero instead of NaN.
 #
-# **Why one fused Function?** Written with separate operations, attention stores scores,
-# masked scores, exponentials and weights, and the backward walks five nodes. As one node it
-# keeps only the weights, and the backward is four matrix products plus one cheap correction:
-#
-#     dV = Wᵀ dO      dW = dO Vᵀ      dS = W ⊙ (dW − rowsum(dW ⊙ W))      (then × 1/sqrt(d))
-#     dQ = dS K       dK = dSᵀ Q
-#
-# and rowsum(dW ⊙ W) equals rowsum(dO ⊙ O) (expand dW = dO Vᵀ and O = W V), a (T_q, d) product
-# instead of a (T_q, T_k) one.
+# **Autograd does the backward.** Attention is four Tensor operations you already have: a batched
+# matmul, an addition, module 02's softmax and another matmul. Each records its node, so
+# `out.backward()` reaches q, k and v without a line of backward code here. (Module 18 writes the
+# same computation as one fused node with a hand-derived backward, and tests it against yours.)
 #
 # **Multi-head attention** runs H attentions of size d = embed_dim / H side by side, each free to
 # look for something different. All heads run at once: the tensors are reshaped from
-# `(B, T, E)` to `(B, H, T, D)` and every matmul is batched over `(B, H)`. For self-attention the
-# three projections q, k, v are one graph node that writes all three into one buffer.
+# `(B, T, E)` to `(B, H, T, D)` and every matmul is batched over `(B, H)`.
 
 # %%
 #| default_exp core.attention
@@ -58,9 +52,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tinytorch.core.activations import softmax
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.layers import Linear, Module
-from tinytorch.core.tensor import Function, ShapeError, Tensor
+from tinytorch.core.tensor import ShapeError, Tensor
 
 
 def _tensor(x) -> Tensor:
@@ -132,87 +127,23 @@ def padding_mask(lengths, seq_len: int) -> np.ndarray:
 
 
 # %% [markdown]
-# ## The fused attention core
+# ## Scaled dot-product attention
 #
-# `Attention.forward(q, k, v, mask=...)` takes arrays of shape `(..., T, D)`, or a single packed
-# array `(3, ..., T, D)` holding q, k and v (what the fused projection below produces). The given
-# code unpacks it before your forward and stacks your `dq, dk, dv` back into one array after your
-# backward, so you always work with three plain arrays.
+# `scaled_dot_product_attention(q, k, v, mask=None)` takes Tensors (or arrays) of shape
+# `(..., T, D)` and returns `(output, weights)`, both Tensors in the graph. The given code checks
+# the shapes and turns the mask into an array of the scores' dtype; you write the four lines of
+# the formula at the top of this page:
 #
-# Write `_softmax_rows` in place: subtract the row maximum (so `exp` never overflows), exponentiate,
-# divide by the row sum. A fully blocked row has maximum -inf: use 0 instead (so -inf - 0 stays
-# -inf, not NaN) and leave its all-zero row as it is instead of dividing by zero.
+# - the scores `q @ kᵀ / sqrt(D)`: `k.transpose(-2, -1)` swaps its last two axes, and `@` is
+#   batched over every leading axis;
+# - plus the mask, if there is one (as a Tensor);
+# - module 02's `softmax` over the last axis (the keys);
+# - the weighted sum of the values.
 #
-# Scale q rather than the scores: `T·D` multiplications instead of `T·T`.
+# Divide by a Python float (`D ** 0.5`), not by a numpy float64 scalar, so float32 stays float32.
 
 
-# %% nbgrader={"grade": false, "grade_id": "core", "locked": false, "schema_version": 3, "solution": true, "task": false}
-#| export
-def _softmax_rows(scores: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, in place; rows that are all -inf become all zeros."""
-    ### BEGIN SOLUTION
-    peak = scores.max(axis=-1, keepdims=True)
-    peak[np.isneginf(peak)] = 0  # fully blocked row: exp(-inf - 0) = 0, not nan
-    np.subtract(scores, peak, out=scores)
-    np.exp(scores, out=scores)
-    total = scores.sum(axis=-1, keepdims=True)
-    total[total == 0] = 1  # fully blocked row stays all zeros
-    np.reciprocal(total, out=total)
-    scores *= total
-    ### END SOLUTION
-    return scores
-
-
-class Attention(Function):
-    """softmax(q kᵀ / sqrt(d) + mask) v as one node; inputs q, k, v or one packed (3, ...)."""
-
-    def forward(self, *qkv, mask=None, weights_out=None):
-        self.packed = len(qkv) == 1
-        q, k, v = qkv[0] if self.packed else qkv  # k, v may be views of a KVCache
-        self.scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
-        ### BEGIN SOLUTION
-        scores = (q * self.scale) @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk)
-        if mask is not None:
-            scores += mask
-        weights = _softmax_rows(scores)
-        out = weights @ v  # (..., Tq, Dv)
-        ### END SOLUTION
-        self.q, self.k, self.v, self.weights, self.out = q, k, v, weights, out
-        if weights_out is not None:
-            weights_out.append(weights)  # the caller reads the weights without a second output
-        return out
-
-    def backward(self, grad):
-        q, k, v, w = self.q, self.k, self.v, self.weights
-        need_q, need_k, need_v = (self.needs_grad * 3) if self.packed else self.needs_grad
-        dq = dk = dv = None
-        ### BEGIN SOLUTION
-        if need_v:
-            dv = np.swapaxes(w, -1, -2) @ grad  # (..., Tk, Dv)
-        if need_q or need_k:
-            ds = grad @ np.swapaxes(v, -1, -2)  # dW, (..., Tq, Tk)
-            ds -= np.sum(grad * self.out, axis=-1, keepdims=True)  # rowsum(dW * W)
-            ds *= w
-            ds *= self.scale
-            if need_q:
-                dq = ds @ k  # (..., Tq, D)
-            if need_k:
-                dk = np.swapaxes(ds, -1, -2) @ q  # (..., Tk, D)
-        ### END SOLUTION
-        if self.packed:  # one packed input, one packed gradient
-            return (np.array([dq, dk, dv]),)
-        return dq, dk, dv
-
-
-# %% [markdown]
-# ## The public function
-#
-# `scaled_dot_product_attention(q, k, v, mask=None)` checks shapes, converts the mask, and returns
-# `(output, weights)`. The weights are for reading and plotting: gradients flow through `output`,
-# whose backward already covers the softmax.
-
-
-# %% nbgrader={"grade": false, "grade_id": "sdpa", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": false, "grade_id": "sdpa", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
 def _check_qkv(q_shape, k_shape, v_shape) -> tuple:
     """The scores' shape (..., T_q, T_k), or a one-line error naming the shapes that disagree."""
@@ -234,67 +165,14 @@ def scaled_dot_product_attention(q, k, v, mask=None) -> tuple[Tensor, Tensor]:
     """softmax(q kᵀ / sqrt(D) + mask) v for (..., T, D) inputs; returns (output, weights)."""
     q, k, v = _tensor(q), _tensor(k), _tensor(v)
     scores_shape = _check_qkv(q.shape, k.shape, v.shape)
-    kept = []
-    out = Attention.apply(q, k, v, mask=_mask_array(mask, scores_shape, q.dtype), weights_out=kept)
-    return out, Tensor(kept[0])
-
-
-# %% [markdown]
-# ## Projecting into heads
-#
-# `HeadProjection.forward(x, w_1, ..., w_n, b_1, ..., b_n, num_heads=H)` computes the n
-# projections `x W_i + b_i` of `(B, T, E)` into one `(n, B·T, E)` buffer (one GEMM each: placing
-# the weights side by side for a single GEMM would copy every weight on every call, which costs
-# more than it saves when generating one token at a time), then splits the result into heads:
-# `(n, B, H, T, D)` (or `(B, H, T, D)` when n = 1). The result is made contiguous: numpy's batched
-# matmul is about twice as slow on strided views.
-#
-# The backward undoes the split (one transpose-copy), then `dx = Σ g_i W_iᵀ` and `dW_i = xᵀ g_i`,
-# skipping every gradient nobody needs.
-
-
-# %% nbgrader={"grade": false, "grade_id": "projection", "locked": false, "schema_version": 3, "solution": true, "task": false}
-#| export
-class HeadProjection(Function):
-    """x @ W_i + b_i for n projections at once, split into heads: (n, B, H, T, D)."""
-
-    def forward(self, x, *params, num_heads: int, has_bias: bool):
-        n = len(params) // 2 if has_bias else len(params)
-        self.n, self.has_bias, self.x_shape = n, has_bias, x.shape
-        batch, steps, embed = x.shape
-        rows = x.reshape(-1, embed)  # (B*T, E)
-        weights, biases = params[:n], params[n:]
-        self.rows = rows if any(self.needs_grad[1:]) else None
-        self.weights = weights if self.needs_grad[0] else None
-        ### BEGIN SOLUTION
-        y = np.array([rows @ w for w in weights])  # (n, B*T, E)
-        if has_bias:
-            y += np.array(biases)[:, None, :]
-        heads = y.reshape(n, batch, steps, num_heads, -1)  # (n, B, T, H, D)
-        out = np.ascontiguousarray(heads.transpose(0, 1, 3, 2, 4))  # (n, B, H, T, D)
-        ### END SOLUTION
-        return out[0] if n == 1 else out
-
-    def backward(self, grad):
-        n, (batch, steps, _) = self.n, self.x_shape
-        need_w, need_b = self.needs_grad[1 : 1 + n], self.needs_grad[1 + n :]
-        gx = None
-        gw, gb = [None] * n, [None] * len(need_b)
-        ### BEGIN SOLUTION
-        grad = grad.reshape(n, *grad.shape[-4:])  # (n, B, H, T, D)
-        g = grad.transpose(0, 1, 3, 2, 4).reshape(n, batch * steps, -1)  # (n, B*T, E)
-        if self.needs_grad[0]:
-            gx = g[0] @ self.weights[0].T  # (B*T, E)
-            for i in range(1, n):
-                gx += g[i] @ self.weights[i].T
-            gx = gx.reshape(self.x_shape)
-        for i in range(n):
-            if need_w[i]:
-                gw[i] = self.rows.T @ g[i]  # (E, E)
-            if self.has_bias and need_b[i]:
-                gb[i] = g[i].sum(axis=0)
-        ### END SOLUTION
-        return (gx, *gw, *gb)
+    mask = _mask_array(mask, scores_shape, q.dtype)
+    ### BEGIN SOLUTION
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (..., T_q, T_k)
+    if mask is not None:
+        scores = scores + Tensor(mask)  # 0 keeps a score, -inf blocks it
+    weights = softmax(scores, axis=-1)  # each row sums to 1 over the keys
+    return weights @ v, weights  # (..., T_q, D_v), (..., T_q, T_k)
+    ### END SOLUTION
 
 
 # %% [markdown]
@@ -364,14 +242,21 @@ class KVCache:
 # `forward(query, mask=None, *, key=None, value=None, cache=None)`:
 #
 # - **self-attention** `attn(x, mask)`: q, k and v all come from `x` (the course's
-#   `self.attention(normed, mask)`), through one fused `HeadProjection` of the three weights;
+#   `self.attention(normed, mask)`);
 # - **cross-attention** `attn(x, key=memory, value=memory, mask=...)`: queries from `x`, keys and
 #   values from another sequence (its length may differ; `value` defaults to `key`);
-# - **cached generation** `attn(x_new, mask, cache=kv)` under the hood of `generate()`: see
-#   `KVCache`. With more than one new token pass `causal_mask(T_new, past_len=len(kv))`. For
-#   cross-attention the cache stores the projected memory on the first call and reuses it.
+# - **cached generation** `attn(x_new, mask, cache=kv)`: see `KVCache` (given code; module 17
+#   teaches caching). With more than one new token pass `causal_mask(T_new, past_len=len(kv))`.
+#   For cross-attention the cache stores the projected memory on the first call and reuses it.
 #
-# Then the heads are merged back, `(B, H, T, D) -> (B, T, E)`, and `out_proj` mixes them.
+# You write the two reshapes and the forward:
+#
+# - `_split_heads`: `(B, T, E) -> (B, T, H, D) -> (B, H, T, D)` with `reshape` and `permute`;
+# - `_merge_heads`: the way back, `(B, H, T, D) -> (B, T, H, D) -> (B, T, E)`, then `out_proj`
+#   mixes the heads;
+# - `forward`: project q from the query and k, v from the key and value (`q_proj`, `k_proj`,
+#   `v_proj`), split each into heads, call `scaled_dot_product_attention`, merge.
+#
 # `last_attention` keeps the latest weights `(B, H, T_q, T_k)` as a numpy array (set
 # `keep_attention = False` to save that memory during long training runs).
 
@@ -416,34 +301,12 @@ class MultiHeadAttention(Module):
                 f"got {x.shape}"
             )
 
-    def _project(self, x: Tensor, *projections: Linear) -> Tensor:
-        """Heads of x under the given projections: (n, B, H, T, D), or (B, H, T, D) for one."""
-        weights = [p.weight for p in projections]
-        biases = [p.bias for p in projections if p.bias is not None]
-        return HeadProjection.apply(
-            x, *weights, *biases, num_heads=self.num_heads, has_bias=bool(biases)
-        )
-
-    def forward(self, query, mask=None, *, key=None, value=None, cache: KVCache | None = None):
-        """(B, T_q, E) -> (B, T_q, E); self-attention unless key (and value) are given."""
-        x = _tensor(query)
-        self._check_input("query", x)
-        if key is None and value is not None:
-            raise ValueError("MultiHeadAttention: value was given without key; pass key= too")
-        if key is not None:
-            key = _tensor(key)
-            value = key if value is None else _tensor(value)
-            self._check_input("key", key)
-            self._check_input("value", value)
-            if key.shape[:2] != value.shape[:2] or key.shape[0] != x.shape[0]:
-                raise ShapeError(
-                    f"MultiHeadAttention: query {x.shape}, key {key.shape} and value "
-                    f"{value.shape} need the same batch size, and key and value the same length"
-                )
-        if cache is not None:
-            with no_grad():  # generation only: no graph, nothing kept alive
-                return self._merge_heads(self._attend_cached(x, mask, key, value, cache))
-        return self._merge_heads(self._attend(x, mask, key, value))
+    def _split_heads(self, x: Tensor) -> Tensor:
+        """(B, T, E) -> (B, H, T, D): each head gets its own slice of the features."""
+        batch, steps, _ = x.shape
+        ### BEGIN SOLUTION
+        return x.reshape(batch, steps, self.num_heads, self.head_dim).permute(0, 2, 1, 3)
+        ### END SOLUTION
 
     def _merge_heads(self, out: Tensor) -> Tensor:
         """(B, H, T, D) head outputs -> (B, T, E), mixed by out_proj."""
@@ -453,50 +316,62 @@ class MultiHeadAttention(Module):
         return self.out_proj(merged)
         ### END SOLUTION
 
+    def forward(self, query, mask=None, *, key=None, value=None, cache: KVCache | None = None):
+        """(B, T_q, E) -> (B, T_q, E); self-attention unless key (and value) are given."""
+        x = _tensor(query)
+        cross = key is not None
+        key, value = self._check_inputs(x, key, value)
+        if cache is not None:
+            with no_grad():  # generation only: no graph, nothing kept alive
+                return self._forward_cached(x, mask, key, value, cache, cross)
+        mask = self._scores_mask(mask, x.shape, key.shape[1], x.dtype)
+        ### BEGIN SOLUTION
+        q = self._split_heads(self.q_proj(x))  # (B, H, T_q, D)
+        k = self._split_heads(self.k_proj(key))  # (B, H, T_k, D)
+        v = self._split_heads(self.v_proj(value))  # (B, H, T_k, D)
+        out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, T_q, D)
+        ### END SOLUTION
+        self.last_attention = weights.data if self.keep_attention else None
+        return self._merge_heads(out)
+
+    def _check_inputs(self, x: Tensor, key, value) -> tuple[Tensor, Tensor]:
+        """The key and value Tensors (both x for self-attention), with their shapes checked."""
+        self._check_input("query", x)
+        if key is None and value is not None:
+            raise ValueError("MultiHeadAttention: value was given without key; pass key= too")
+        if key is None:
+            return x, x
+        key = _tensor(key)
+        value = key if value is None else _tensor(value)
+        self._check_input("key", key)
+        self._check_input("value", value)
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != x.shape[0]:
+            raise ShapeError(
+                f"MultiHeadAttention: query {x.shape}, key {key.shape} and value "
+                f"{value.shape} need the same batch size, and key and value the same length"
+            )
+        return key, value
+
     def _scores_mask(self, mask, q_shape, k_len, dtype):
         hint = "; key and value are keyword-only: attn(x, key=memory, value=memory)"
         scores_shape = (q_shape[0], self.num_heads, q_shape[1], k_len)
         return _mask_array(mask, scores_shape, dtype, hint)
 
-    def _keep(self, weights: list) -> None:
-        self.last_attention = weights[0] if self.keep_attention else None
-
-    def _attend(self, x, mask, key, value) -> Tensor:
-        """All heads' attention outputs (B, H, T_q, D), with the graph recorded."""
-        kept = []
-        k_len = x.shape[1] if key is None else key.shape[1]
-        mask = self._scores_mask(mask, x.shape, k_len, x.dtype)
-        ### BEGIN SOLUTION
-        if key is None:
-            qkv = self._project(x, self.q_proj, self.k_proj, self.v_proj)  # (3, B, H, T, D)
-            out = Attention.apply(qkv, mask=mask, weights_out=kept)
-        else:
-            q = self._project(x, self.q_proj)  # (B, H, T_q, D)
-            k = self._project(key, self.k_proj)  # (B, H, T_k, D)
-            v = self._project(value, self.v_proj)
-            out = Attention.apply(q, k, v, mask=mask, weights_out=kept)
-        ### END SOLUTION
-        self._keep(kept)
-        return out
-
-    def _attend_cached(self, x, mask, key, value, cache: KVCache) -> Tensor:
-        """Like `_attend`, but keys and values come from (and are added to) the cache."""
-        if key is None:
-            qkv = self._project(x, self.q_proj, self.k_proj, self.v_proj).data
-            q = qkv[0]
-            k, v = cache.append(qkv[1], qkv[2])
-        else:
-            q = self._project(x, self.q_proj).data
-            if cache.k is None:  # the memory does not change while decoding: project it once
-                cache.append(
-                    self._project(key, self.k_proj).data, self._project(value, self.v_proj).data
-                )
+    def _forward_cached(self, x, mask, key, value, cache: KVCache, cross: bool) -> Tensor:
+        """Like `forward`, but keys and values come from (and are added to) the cache."""
+        q = self._split_heads(self.q_proj(x))
+        if not cross:  # self-attention: the new positions' keys and values join the cache
+            new_k = self._split_heads(self.k_proj(x)).data
+            k, v = cache.append(new_k, self._split_heads(self.v_proj(x)).data)
+        else:  # cross-attention: the memory does not change while decoding, project it once
+            if cache.k is None:
+                memory_k = self._split_heads(self.k_proj(key)).data
+                cache.append(memory_k, self._split_heads(self.v_proj(value)).data)
             k, v = cache.k, cache.v
-        kept = []
         mask = self._scores_mask(mask, x.shape, k.shape[-2], x.dtype)
-        out = Attention.apply(q, k, v, mask=mask, weights_out=kept)
-        self._keep(kept)
-        return out
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        self.last_attention = weights.data if self.keep_attention else None
+        return self._merge_heads(out)
 
     def __repr__(self):
         return f"MultiHeadAttention(embed_dim={self.embed_dim}, num_heads={self.num_heads})"

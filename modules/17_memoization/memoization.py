@@ -224,9 +224,6 @@ from tinytorch.models.transformer import (
     token_ids_2d,
 )
 
-if __name__ != "__main__":  # the package file; this notebook defines KVCache above
-    from tinytorch.memo.kvcache import KVCache
-
 
 def _heads(t: Tensor, num_heads: int) -> np.ndarray:
     """(B, T, E) Tensor -> (B, H, T, D) array: the heads side by side."""
@@ -268,7 +265,7 @@ def cached_attention(attn, x, cache: KVCache, mask=None, memory=None) -> Tensor:
         scores = scores + _mask(mask)
     weights = _softmax(scores)
     out = weights @ v  # (B, H, T_new, D)
-    merged = out.transpose(0, 2, 1, 3).reshape(batch, steps, embed)  # (B, T_new, E)
+    merged = out.transpose(0, 2, 1, 3).reshape(batch, steps, -1)  # (B, T_new, H * D)
     ### END SOLUTION
     if getattr(attn, "keep_attention", False):
         attn.last_attention = weights  # what module 12's layer keeps for plotting

@@ -613,10 +613,6 @@ from tinytorch.core.optimizers import Adam, AdamW, Optimizer
 from tinytorch.core.tensor import Tensor
 from tinytorch.nn.normalization import LayerNorm
 
-if __name__ != "__main__":  # the package file; this notebook defines them above
-    from tinytorch.accel.kernels import FusedAttention, FusedGELU, FusedLayerNorm, QKVProjection
-    from tinytorch.accel.optim import FusedAdam
-
 LESSONS = {"gelu": 2, "adamw": 6, "attention": 12, "layernorm": 13}  # part -> the lesson it speeds
 PARTS = tuple(LESSONS)
 THIS_MODULE = 18

@@ -1,12 +1,11 @@
-"""The fused attention core: gradients, PyTorch parity, masks, masked rows, errors."""
+"""Scaled dot-product attention: gradients, PyTorch parity, masks, masked rows, errors."""
 
 import numpy as np
 import pytest
 import torch
-from fdcheck import check_function, check_graph
+from fdcheck import check_graph
 
 from tinytorch.core.attention import (
-    Attention,
     causal_mask,
     padding_mask,
     scaled_dot_product_attention,
@@ -38,20 +37,24 @@ def test_causal_and_padding_masks_have_the_documented_values():
         padding_mask([5, 1], 4)
 
 
+def _sdpa_output(mask):
+    return lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=mask)[0]
+
+
 @pytest.mark.parametrize("masking", ["none", "causal", "padding"])
-def test_core_function_gradients(masking):
+def test_core_gradients_by_finite_differences(masking):
     rng = np.random.default_rng(0)
     q, k, v = _qkv(rng, (2, 2, 5, 3), (2, 2, 5, 3), dv=4)
     mask = {"none": None, "causal": causal_mask(5), "padding": padding_mask([5, 2], 5)}[masking]
-    check_function(Attention, q, k, v, kwargs={"mask": mask})
+    check_graph(_sdpa_output(mask), q, k, v)
 
 
-def test_core_function_gradients_packed_and_cross_lengths():
+def test_core_gradients_across_lengths_and_of_the_weights():
     rng = np.random.default_rng(1)
-    packed = rng.standard_normal((3, 2, 2, 4, 3))
-    check_function(Attention, packed, kwargs={"mask": causal_mask(4)})
     q, k, v = _qkv(rng, (2, 3, 3), (2, 6, 3), dv=2)  # 3 queries over 6 keys
-    check_function(Attention, q, k, v, kwargs={"mask": padding_mask([6, 4], 6)[:, 0]})
+    check_graph(_sdpa_output(padding_mask([6, 4], 6)[:, 0]), q, k, v)
+    # the weights are in the graph too: a loss on them reaches q and k
+    check_graph(lambda q, k: scaled_dot_product_attention(q, k, v)[1], q, k)
 
 
 def test_core_gradient_through_the_engine():

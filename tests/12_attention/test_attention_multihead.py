@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 import torch
-from fdcheck import check_function, check_graph
+from fdcheck import check_graph
 
 from tinytorch.core.attention import (
-    HeadProjection,
     KVCache,
     MultiHeadAttention,
     causal_mask,
@@ -72,14 +71,13 @@ def test_parameters_and_layout():
     assert len(MultiHeadAttention(12, 3, bias=False).parameters()) == 4
 
 
-def test_head_projection_function_gradient():
+def test_heads_split_and_merge_as_reshapes():
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((2, 3, 4))
-    weights = [rng.standard_normal((4, 4)) for _ in range(3)]
-    biases = [rng.standard_normal(4) for _ in range(3)]
-    kwargs = {"num_heads": 2, "has_bias": True}
-    check_function(HeadProjection, x, *weights, *biases, kwargs=kwargs)
-    check_function(HeadProjection, x, weights[0], kwargs={"num_heads": 2, "has_bias": False})
+    attn = MultiHeadAttention(6, 3)
+    x = rng.standard_normal((2, 4, 6))
+    heads = attn._split_heads(Tensor(x)).data
+    assert heads.shape == (2, 3, 4, 2)
+    np.testing.assert_allclose(heads[1, 2, 3], x[1, 3, 4:6], rtol=1e-6)  # head 2 = features 4:6
 
 
 @pytest.mark.parametrize("kind", ["self-causal", "self-padding", "cross"])

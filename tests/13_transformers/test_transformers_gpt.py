@@ -12,10 +12,8 @@ from tinytorch.core.attention import MultiHeadAttention
 from tinytorch.core.embeddings import Embedding
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.core.transformer import GPT, PRESETS, GPTConfig, TransformerBlock
-from tinytorch.models.transformer import (
-    count_parameters,
-    estimate_memory,
-    estimate_parameters,
+from tinytorch.models.scaling import count_parameters, estimate_memory, estimate_parameters
+from tinytorch.models.weights import (
     load_model,
     load_torch_state_dict,
     save_model,

@@ -10,13 +10,8 @@ from tinytorch.core.embeddings import sinusoidal_table
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.transformer import GPT, GPTConfig, Seq2SeqTransformer, TransformerEncoder
-from tinytorch.models.transformer import (
-    count_parameters,
-    estimate_parameters,
-    load_model,
-    save_model,
-    to_torch_state_dict,
-)
+from tinytorch.models.scaling import count_parameters, estimate_parameters
+from tinytorch.models.weights import load_model, save_model, to_torch_state_dict
 
 SIZES = dict(vocab_size=23, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=12)
 
@@ -194,3 +189,18 @@ def test_seq2seq_ignores_padded_source_tokens():
     again = model.generate(other, start_token=9, max_new_tokens=3, source_mask=mask)
     assert out.shape == (2, 4)
     np.testing.assert_array_equal(out, again)
+
+
+def test_an_interrupted_save_model_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    path = tmp_path / "gpt.npz"
+    save_model(small_gpt(seed=1), path)
+    before = path.read_bytes()
+
+    def crash(handle, **arrays):
+        handle.write(b"half a file")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", crash)
+    with pytest.raises(KeyboardInterrupt):
+        save_model(small_gpt(seed=2), path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["gpt.npz"]

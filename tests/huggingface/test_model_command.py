@@ -6,7 +6,8 @@ import torch
 from transformers import GPT2LMHeadModel
 from typer.testing import CliRunner
 
-from tinytorch.models.transformer import GPT, load_model, save_model
+from tinytorch.models.transformer import GPT
+from tinytorch.models.weights import load_model, save_model
 from tinytorch.text.tokenization import BPETokenizer, CharTokenizer
 from tito.commands.model import read_model
 from tito.main import app
@@ -91,11 +92,13 @@ def test_a_save_model_file_exports_with_a_given_bpe_tokenizer(tmp_path):
     ]
     result = runner.invoke(app, ["model", "export", *args])
     assert result.exit_code == 0, result.output
-    # BPE has no tokenizer.json: the folder holds tinytorch's own file for BPETokenizer.load
+    # tinytorch's own file for BPETokenizer.load, and Hugging Face's for AutoTokenizer
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [
         "config.json",
         "model.safetensors",
         "tinytorch_tokenizer.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
     ]
     again = BPETokenizer.load(tmp_path / "hf" / "tinytorch_tokenizer.json")
     assert again.merges == tokenizer.merges

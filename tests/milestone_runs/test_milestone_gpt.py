@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from milestones import corpus, report, training
 from milestones import gpt as gpt_milestone
 from milestones.scaling import exact_formula
-from tinytorch.models.transformer import GPT, count_parameters
+from tinytorch.models.scaling import count_parameters
+from tinytorch.models.transformer import GPT
 from tito.main import app
 from tito.paths import PACKAGE_ROOT
 

@@ -19,7 +19,11 @@ SOURCES = sorted((Path(milestones.__file__).parent).glob("*.py"))
 def test_entry_point_and_preset_resolve(milestone):
     module, function = milestone.entry.split(":")
     assert callable(getattr(importlib.import_module(module), function))
-    assert milestone.config is PRESETS[milestone.preset]
+    if milestone.preset is None:  # the historical milestones train no GPT
+        with pytest.raises(milestones.MilestoneError, match="has no model preset"):
+            _ = milestone.config
+    else:
+        assert milestone.config is PRESETS[milestone.preset]
     assert milestones.find(f" {milestone.name.upper()} ") is milestone
 
 
@@ -61,7 +65,10 @@ def test_requires_lists_every_module_the_run_imports(milestone):
     todo, seen, needed = [milestone.entry.split(":")[0].split(".")[1]], set(), set()
     while todo:
         name = todo.pop()
-        if name in seen or not (Path(milestones.__file__).parent / f"{name}.py").exists():
+        # the registry imports module 13 only inside `Milestone.config`, which the milestones
+        # without a GPT preset never call (it raises for them); their own imports are walked
+        skip = name == "registry" and milestone.preset is None
+        if skip or name in seen or not (Path(milestones.__file__).parent / f"{name}.py").exists():
             continue
         seen.add(name)
         for dotted in imports_of(name):

@@ -6,13 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from milestones import scaling
-from tinytorch.models.transformer import (
-    GPT,
-    PRESETS,
-    GPTConfig,
-    count_parameters,
-    estimate_parameters,
-)
+from tinytorch.models.scaling import count_parameters, estimate_parameters
+from tinytorch.models.transformer import GPT, PRESETS, GPTConfig
 from tito.main import app
 
 SMALL = [

@@ -34,7 +34,7 @@ def child(library, setting, row):
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("library", ["tinytorch", "torch"])
+@pytest.mark.parametrize("library", ["tinytorch", "tinytorch-plain", "torch"])
 def test_a_data_parallel_child_trains_and_reports(library):
     done = child(library, "2w", TRAIN)
     assert done.returncode == 0, done.stderr
@@ -86,3 +86,55 @@ def test_the_report_names_each_cell_setting_and_compares_cpu_time_only_at_one_th
     assert memory["tinytorch"].endswith("@2w") and memory["ratio"] == "0.60"
     row, _ = rows(results(cell("1t", 130.0), cell("1t", 100.0)))
     assert row["cpu_ratio"] == "1.30" and row["status"] == "MUST MISSED"
+
+
+CONV_ROW = Row("conv_lenet", "conv", "conv", batch=4, conv=(2, 3, 9, 7, 3, 2, 1), steps=1, warmup=0)
+
+
+@pytest.mark.parametrize("library", ["tinytorch", "torch"])
+def test_a_conv_child_times_one_layer_forward_and_backward(library):
+    done = child(library, "1t", CONV_ROW)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["step_ms"] > 0 and result["step_cpu_ms"] > 0 and result["peak_mib"] >= 0
+
+
+def test_conv_rows_need_no_model_preset_and_are_a_config_of_their_own():
+    from benchmarks.common import config
+    from benchmarks.run import FULL
+
+    conv = [row for row, _ in FULL if row.kind == "conv"]
+    assert {row.key for row in conv} == {"conv_lenet", "conv_large"}
+    assert all(row.preset == "conv" and config(row) is None for row in conv)
+    assert settings(conv[0], ("1t", "2t")) == ("1t", "2t")  # no data-parallel setting
+
+
+def test_the_reference_is_measured_accelerated_and_the_plain_lessons_are_not():
+    from benchmarks.common import TinyTrainer, config, tiny_model
+    from tinytorch.accel.accelerate import PARTS, accelerated
+
+    cfg = config(TRAIN)
+    fast, lesson = tiny_model(cfg), tiny_model(cfg, accelerated=False)
+    assert accelerated(fast) == set(PARTS) - {"adamw"} and accelerated(lesson) == set()
+    assert accelerated(TinyTrainer(fast).opt) == {"adamw"}
+    assert accelerated(TinyTrainer(lesson, accelerated=False).opt) == set()
+
+
+def test_the_report_shows_the_plain_rows_against_pytorch():
+    def best(median):
+        cell = {"setting": "1t", "median": median, "min": median, "max": median}
+        return {"tok_s": cell, "peak_mib": cell}
+
+    libs = {"tinytorch": {"best": best(300.0)}, "tinytorch-plain": {"best": best(100.0)},
+            "torch": {"best": best(200.0)}}  # fmt: skip
+    results = {
+        "rows": {
+            "gen_small": {"libraries": libs, "rounds": 5},
+            "gen_small_uncached": {"libraries": {"tinytorch-plain": libs["torch"]}, "rounds": 3},
+        }
+    }
+    found = {r["metric"]: r["ratio"] for r in rows(results)}
+    assert found["cached greedy tokens/s, small, B1"] == "1.50"
+    assert found["cached greedy tokens/s, small, plain 01-13"] == "0.50"
+    uncached = [m for m in found if m.startswith("uncached")]
+    assert len(uncached) == 1 and found[uncached[0]] == "1.00"  # against PyTorch's cached row

@@ -61,32 +61,16 @@ class GELUFunction(Function):
     """GELU, tanh approximation (GPT-2's), in forward and backward alike."""
 
     def forward(self, x):
-        # u = x * (s + s*c*x²), built in one buffer: large activations make temporaries costly
-        t = x * x
-        t *= GELU_SCALE * GELU_CUBIC
-        t += GELU_SCALE
-        t *= x
-        np.tanh(t, out=t)
-        self.x, self.t = x, t
-        out = t + 1
-        out *= x
-        out *= 0.5
+        u = GELU_SCALE * (x + GELU_CUBIC * x**3)
+        self.x, self.t = x, np.tanh(u)
+        out = 0.5 * x * (1 + self.t)
         return out
 
     def backward(self, grad):
         x, t = self.x, self.t
-        du = x * x  # du/dx = s * (1 + 3c x²)
-        du *= 3 * GELU_SCALE * GELU_CUBIC
-        du += GELU_SCALE
-        slope = t * t  # slope = ½(1 + t) + ½ x (1 − t²) du
-        np.subtract(1, slope, out=slope)
-        slope *= du
-        slope *= x
-        slope += t
-        slope += 1
-        slope *= 0.5
-        slope *= grad
-        return (slope,)
+        du = GELU_SCALE * (1 + 3 * GELU_CUBIC * x**2)  # du/dx
+        slope = 0.5 * (1 + t) + 0.5 * x * (1 - t**2) * du
+        return (grad * slope,)
 
 
 def _check_axis(axis, ndim: int, name: str) -> int:
@@ -105,17 +89,16 @@ class SoftmaxFunction(Function):
         if x.ndim == 0:
             raise ShapeError("softmax needs at least one dimension, got a scalar")
         self.axis = _check_axis(axis, x.ndim, "softmax")
-        out = x - x.max(axis=self.axis, keepdims=True)  # largest value becomes exp(0) = 1
-        np.exp(out, out=out)
-        out /= out.sum(axis=self.axis, keepdims=True)
-        self.out = out
-        return out
+        peak = x.max(axis=self.axis, keepdims=True)  # largest value becomes exp(0) = 1
+        peak = np.where(np.isneginf(peak), 0, peak)  # a row of -inf: exp(-inf) = 0, not nan
+        e = np.exp(x - peak)
+        total = e.sum(axis=self.axis, keepdims=True)
+        self.out = e / np.where(total == 0, 1, total)  # a row of -inf stays all zeros
+        return self.out
 
     def backward(self, grad):
         s = self.out
-        out = grad - (grad * s).sum(axis=self.axis, keepdims=True)
-        out *= s
-        return (out,)
+        return (s * (grad - (grad * s).sum(axis=self.axis, keepdims=True)),)
 
 
 def relu(x) -> Tensor:

@@ -208,11 +208,7 @@ class MatMul(Function):
         if self.needs_grad[0]:
             ga = sum_to_shape(g @ np.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape)
         if self.needs_grad[1]:
-            if b2.ndim == 2 and a2.ndim > 2:
-                flat_a = a2.reshape(-1, a2.shape[-1])
-                gb = (flat_a.T @ g.reshape(-1, g.shape[-1])).reshape(b.shape)
-            else:
-                gb = sum_to_shape(np.swapaxes(a2, -1, -2) @ g, b2.shape).reshape(b.shape)
+            gb = sum_to_shape(np.swapaxes(a2, -1, -2) @ g, b2.shape).reshape(b.shape)
         return ga, gb
 
 
@@ -329,11 +325,12 @@ class Tensor:
         self.grad: np.ndarray | None = None
         self._ctx: Function | None = None  # the Function that produced this tensor
 
-    # --- information -------------------------------------------------------------------
+    # --- information (grad_fn, is_leaf: PyTorch's names for the _ctx link) -------------
     shape = property(lambda self: self.data.shape)
     dtype = property(lambda self: self.data.dtype)
     ndim = property(lambda self: self.data.ndim)
     size = property(lambda self: self.data.size)
+    grad_fn, is_leaf = property(lambda self: self._ctx), property(lambda t: t._ctx is None)
 
     def __len__(self):
         return len(self.data)
@@ -363,8 +360,7 @@ class Tensor:
     def item(self) -> float:
         return float(self.data.item())
 
-    def __float__(self):
-        return self.item()
+    __float__ = item
 
     def __format__(self, spec):
         return format(self.item(), spec) if self.size == 1 else repr(self)

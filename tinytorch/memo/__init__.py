@@ -6,17 +6,6 @@
 Each name is imported from its module on first use, so this package imports at every stage.
 """
 
-from tinytorch import lazy_names
+from tinytorch.names import lazy_module
 
-_HOMES = {
-    "KVCache": "tinytorch.memo.kvcache",
-    "kv_cache_bytes": "tinytorch.memo.kvcache",
-    "cache_bytes": "tinytorch.memo.kvcache",
-    "cached_attention": "tinytorch.memo.generation",
-    "new_caches": "tinytorch.memo.generation",
-    "cached_forward": "tinytorch.memo.generation",
-    "cached_generate": "tinytorch.memo.generation",
-    "cached_decode": "tinytorch.memo.generation",
-}
-__all__ = sorted(_HOMES)
-__getattr__, __dir__ = lazy_names("tinytorch.memo", _HOMES)
+__getattr__, __dir__, __all__ = lazy_module("tinytorch.memo")

@@ -10,15 +10,13 @@ import numpy as np
 from tinytorch.core.attention import causal_mask
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import ShapeError, Tensor
+from tinytorch.memo.kvcache import KVCache
 from tinytorch.models.transformer import (
     _check_generate_args,
     sample_next,
     steer_logits,
     token_ids_2d,
 )
-
-if __name__ != "__main__":  # the package file; this notebook defines KVCache above
-    from tinytorch.memo.kvcache import KVCache
 
 
 def _heads(t: Tensor, num_heads: int) -> np.ndarray:
@@ -58,7 +56,7 @@ def cached_attention(attn, x, cache: KVCache, mask=None, memory=None) -> Tensor:
         scores = scores + _mask(mask)
     weights = _softmax(scores)
     out = weights @ v  # (B, H, T_new, D)
-    merged = out.transpose(0, 2, 1, 3).reshape(batch, steps, embed)  # (B, T_new, E)
+    merged = out.transpose(0, 2, 1, 3).reshape(batch, steps, -1)  # (B, T_new, H * D)
     if getattr(attn, "keep_attention", False):
         attn.last_attention = weights  # what module 12's layer keeps for plotting
     return attn.out_proj(Tensor(merged))

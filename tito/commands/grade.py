@@ -199,10 +199,25 @@ def autograde(
 
 @app.command(context_settings=NBGRADER_OPTIONS, epilog=NBGRADER_EPILOG)
 @_with_nbgrader_options
-def feedback(key: ModuleArg, course: CourseOpt = None, student: StudentOpt = None) -> None:
+def feedback(
+    key: ModuleArg,
+    course: CourseOpt = None,
+    student: StudentOpt = None,
+    diagnose: Annotated[
+        bool,
+        typer.Option(
+            "--diagnose",
+            help="Add to each page, per check, the first operation whose numbers differ from the "
+            "reference's, by how much and where (the submission's code runs in the sandbox).",
+        ),
+    ] = False,
+    unsafe: Annotated[
+        bool, typer.Option("--unsafe", help="With --diagnose: run without the sandbox.")
+    ] = False,
+) -> None:
     """Write HTML feedback for every autograded submission into feedback/."""
     grading = _grading()
-    outcomes = grading.feedback(_course(course), find(key), student)
+    outcomes = grading.feedback(_course(course), find(key), student, diagnose, unsafe)
     for outcome in outcomes:
         if outcome.ok:
             ok(f"{outcome.student}: {outcome.message}")

@@ -15,33 +15,52 @@ from tito.console import console, ok
 from tito.errors import TitoError
 
 app = typer.Typer(
-    help="Run the milestones: a GPT trained with your own tinytorch.", no_args_is_help=True
+    help="Run the milestones: history's turning points, from the perceptron to a GPT, with your "
+    "own tinytorch.",
+    no_args_is_help=True,
 )
 
 
 @app.command("list")
 def list_milestones() -> None:
-    """Every milestone, the modules it needs, and whether your package has them."""
-    table = Table(title="milestones")
+    """Every milestone in historical order, the modules it needs, and whether you can run it."""
+    table = Table(title="milestones, in historical order")
+    table.add_column("year", justify="right")
     table.add_column("milestone", style="name")
     table.add_column("what it does")
     table.add_column("needs modules")
     table.add_column("ready")
-    for m in milestones.MILESTONES:
+    for m in sorted(milestones.MILESTONES, key=lambda m: m.year):
         missing = catalog.missing(m.requires, paths.root())
         ready = (
             "[green]yes[/]"
             if not missing
             else "missing " + " ".join(f"{x.number:02d}" for x in missing)
         )
-        table.add_row(m.name, m.description, " ".join(f"{n:02d}" for n in m.requires), ready)
+        table.add_row(str(m.year), m.name, m.description, _ranges(m.requires), ready)
     console.print(table)
     console.print("run one with [name]tito milestone run NAME[/name]")
 
 
+def _ranges(numbers: tuple[int, ...]) -> str:
+    """Module numbers with runs shortened: (1, 2, 3, 5, 7, 8, 9) -> "01-03 05 07-09"."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return " ".join(
+        f"{r[0]:02d}-{r[-1]:02d}" if len(r) > 2 else " ".join(f"{n:02d}" for n in r) for r in runs
+    )
+
+
 @app.command()
 def run(
-    name: Annotated[str, typer.Argument(help="gpt, attention, translate or scaling.")],
+    name: Annotated[
+        str,
+        typer.Argument(help=", ".join(m.name for m in milestones.MILESTONES) + "."),
+    ],
     quick: Annotated[
         bool, typer.Option("--quick", help="A smaller model and run: about 10 s on 2 cores.")
     ] = False,

@@ -16,46 +16,20 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-MILESTONE_CHECKPOINT = "checkpoint.npz"  # what `tito milestone run gpt` writes into its folder
-MILESTONE_META = "milestone_meta"  # its run metadata (config, vocabulary) as UTF-8 JSON bytes
-
-
-def _gpt_from_training_checkpoint(arrays: dict, path: Path):
-    """A milestone checkpoint (save_checkpoint format): the GPT and its character tokenizer."""
-    import numpy as np
-
-    from tinytorch.core.training import split_checkpoint
-    from tinytorch.models.transformer import GPT
-    from tinytorch.text.tokenization import CharTokenizer
-
-    weights, _, _, extra, _ = split_checkpoint(arrays)
-    if MILESTONE_META not in extra or "token_embedding.weight" not in weights:
-        raise TitoError(
-            f"{path} is a training checkpoint without the milestone's model description",
-            hint="export a `tito milestone run gpt` checkpoint or a file written by save_model",
-        )
-    meta = json.loads(np.asarray(extra[MILESTONE_META]).tobytes().decode())
-    vocab_size, embed_dim = weights["token_embedding.weight"].shape
-    model = GPT(
-        int(vocab_size),
-        int(embed_dim),
-        num_layers=len({k.split(".")[1] for k in weights if k.startswith("blocks.")}),
-        num_heads=int(meta["config"]["num_heads"]),  # the one size the weights do not show
-        max_seq_len=int(weights["position_embedding.weight"].shape[0]),
-        mlp_ratio=weights["blocks.0.mlp.linear1.weight"].shape[1] / embed_dim,
-        tie_weights="lm_head.weight" not in weights,
-    )
-    model.load_state_dict(weights)
-    return model, CharTokenizer(meta["vocab"])
-
 
 def read_model(path: Path):
-    """(GPT, tokenizer or None) from a milestone run folder or checkpoint, or a save_model file."""
+    """(GPT, tokenizer or None) from a milestone run folder or checkpoint, or a save_model file.
+
+    A run is read by milestones.runs.load_run, which owns the checkpoint format: the model as it
+    was trained and the tokenizer it was trained with (characters or byte-pair merges).
+    """
     import numpy as np
 
-    from tinytorch.models.transformer import load_model
+    from milestones import MilestoneError
+    from milestones.runs import checkpoint_path, load_run
+    from tinytorch.models.weights import load_model
 
-    path = path / MILESTONE_CHECKPOINT if path.is_dir() else path
+    path = checkpoint_path(path)
     if not path.is_file():
         raise TitoError(
             f"no checkpoint at {path}",
@@ -63,12 +37,21 @@ def read_model(path: Path):
         )
     try:
         with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
+            saved_model = "__config__" in archive.files
     except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
         raise TitoError(f"{path} is not a readable .npz file ({type(err).__name__})") from None
-    if "__config__" in arrays:
+    if saved_model:
         return load_model(path), None
-    return _gpt_from_training_checkpoint(arrays, path)
+    try:
+        run = load_run(path)
+    except MilestoneError as err:
+        raise TitoError(err.message, hint=err.hint) from None
+    except KeyError as err:
+        raise TitoError(
+            f"{path} is a training checkpoint without the milestone's model description ({err})",
+            hint="export a `tito milestone run gpt` checkpoint or a file written by save_model",
+        ) from None
+    return run.model, run.tokenizer
 
 
 @app.command()
@@ -122,7 +105,7 @@ def import_(
 ) -> None:
     """Load a GPT-2 checkpoint folder into a tinytorch GPT and save it with save_model."""
     from tinytorch.models import huggingface
-    from tinytorch.models.transformer import save_model
+    from tinytorch.models.weights import save_model
 
     try:
         model = huggingface.load_gpt2(folder)
@@ -131,4 +114,4 @@ def import_(
     except ImportError as err:
         raise TitoError(str(err)) from None
     save_model(model, out)
-    ok(f"wrote {out} (load it with tinytorch.models.transformer.load_model)")
+    ok(f"wrote {out} (load it with tinytorch.models.weights.load_model)")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tito.catalog import MODULES, complete_key, find
+from tito.catalog import MODULES, complete_key, dependents, find
 from tito.commands.module import TimeoutOption, run_live
 from tito.errors import TitoError
 from tito.report import show_run
@@ -22,7 +22,8 @@ def test(
         bool,
         typer.Option(
             "--all",
-            help="Every module's tests; with a module, it and every module that builds on it.",
+            help="Every module's tests; with a module, it and every module that builds on it "
+            "(directly or through another).",
         ),
     ] = False,
     timeout: TimeoutOption = None,
@@ -37,7 +38,7 @@ def test(
     chosen = list(MODULES)
     if key is not None:
         base = find(key)
-        chosen = [base] + [m for m in MODULES if all_ and base.number in m.requires]
+        chosen = [base] + (dependents(base) if all_ else [])
     from tito import lifecycle  # jupytext: imported when the command runs, not at startup
 
     failed = False

@@ -1,0 +1,60 @@
+"""`tito grade feedback N --diagnose`: each failed check on the feedback page says which operation
+diverged and by how much, from a trace made in the grading sandbox; nothing of the reference or
+the checks' code is on the page."""
+
+import nbformat
+from typer.testing import CliRunner
+
+from tito import grading, notebooks, paths
+from tito.catalog import find
+from tito.main import app
+
+runner = CliRunner()
+MODULE = 4
+OLD = "loss = -np.sum(log_probs[keep]) / max(self.count, 1)"
+NEW = "loss = -np.sum(log_probs[keep])"
+
+
+def tito(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_feedback_pages_say_where_the_numbers_first_differ(tmp_path):
+    module = find(MODULE)
+    course = tmp_path / "course"
+    assert tito("grade", "init", course).exit_code == 0
+    assert tito("grade", "generate", MODULE, "--course", course).exit_code == 0
+    name = grading.notebook_file(module)
+    source = nbformat.read(course / "source" / module.name / name, as_version=4)
+    buggy = nbformat.from_dict(source)
+    planted = [c for c in buggy.cells if OLD in c.source]
+    assert len(planted) == 1
+    planted[0].source = planted[0].source.replace(OLD, NEW)
+    for student, nb in (("honest", source), ("slip", buggy)):
+        target = course / "submitted" / student / module.name / name
+        target.parent.mkdir(parents=True)
+        nbformat.write(nb, target)
+    assert tito("grade", "autograde", MODULE, "--course", course).exit_code == 0
+    done = tito("grade", "feedback", MODULE, "--course", course, "--diagnose")
+    assert done.exit_code == 0, done.output
+
+    def page(student):
+        return (course / "feedback" / student / module.name / f"{module.slug}.html").read_text()
+
+    slip, honest = page("slip"), page("honest")
+    assert "Where your numbers first differ from the reference" in slip
+    assert "CrossEntropyFunction.forward" in slip and "a sum where a mean belongs" in slip
+    assert "the submission, cell " in slip
+    checks = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert honest.count("every operation matches") == len(checks) and "likely:" not in honest
+    # no line of the reference's solutions (that the slip does not share) or of the checks
+    theirs = {line.strip() for c in buggy.cells for line in c.source.splitlines()}
+    hidden = set()
+    for cell in notebooks.read_source(paths.source(module)).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        for line in cell.source.splitlines():
+            if meta.get("grade") or line.strip() not in theirs:
+                hidden.add(line.strip())
+    diagnosis = slip.split("tito-diagnosis", 1)[1]
+    assert not [line for line in hidden if len(line) > 12 and line in diagnosis]
+    assert "<script" not in diagnosis.lower()

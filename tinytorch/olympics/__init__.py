@@ -1,0 +1,1 @@
+"""The Torch Olympics: the capstone contest's rules and scores (module 20)."""
