@@ -102,6 +102,9 @@ def show_gpt(summary: dict, console: Console) -> None:
     for s in summary["samples"]:
         label = "greedy" if s["greedy"] else f"temperature {s['temperature']}"
         label += f", top-k {s['top_k']}" if s.get("top_k") else ""
+        label += f", top-p {s['top_p']}" if s.get("top_p") else ""
+        penalty = s.get("repetition_penalty", 1.0)
+        label += f", repetition penalty {penalty}" if penalty != 1.0 else ", no repetition penalty"
         console.print(f"[cyan]{label}[/cyan]", highlight=False)
         console.print(s["text"], markup=False, highlight=False)
     show_scaling(summary, console)

@@ -304,6 +304,52 @@ def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng) 
 
 
 # %% [markdown]
+# ### Keeping a sample from looping
+#
+# A small model's likeliest continuation is often a phrase it has just written, so greedy text,
+# and sampling at a low temperature, falls into a loop ("the the the", or one sentence again and
+# again). Two changes to the logits before the draw keep it moving:
+#
+# - **repetition penalty** (as in the CTRL paper): every token already in the context window is
+#   made less likely: a positive logit is divided by the penalty, a negative one multiplied by it.
+#   1 is off, 1.1 to 1.3 is usual. It applies at temperature 0 as well, so greedy text varies too.
+# - **top-p** (nucleus sampling): keep the smallest set of likeliest tokens whose probabilities, at
+#   this temperature, add up to at least p; drop the rest. Unlike top-k the set is wide where the
+#   model is unsure and narrow where it is sure. With top-k as well, a token must pass both.
+#
+# `steer_logits` does both for every row at once; `generate` calls it just before `sample_next`.
+
+
+# %% nbgrader={"grade": false, "grade_id": "steer", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+def steer_logits(logits: np.ndarray, context: np.ndarray, temperature: float, top_p=None,
+                 repetition_penalty: float = 1.0) -> np.ndarray:  # fmt: skip
+    """`logits` (B, V) with the tokens of `context` (B, T) penalised and those past top-p -inf."""
+    if top_p is not None and not (np.isfinite(top_p) and 0 < top_p <= 1):
+        raise ValueError(f"top_p must be in (0, 1] (1 = off), got {top_p}")
+    if not (np.isfinite(repetition_penalty) and repetition_penalty > 0):
+        raise ValueError(
+            f"repetition_penalty must be > 0 (1 = off, 1.2 = usual), got {repetition_penalty}"
+        )
+    if repetition_penalty != 1:
+        seen = np.zeros(logits.shape, dtype=bool)
+        np.put_along_axis(seen, np.asarray(context, dtype=np.int64), True, axis=-1)
+        lowered = np.where(logits > 0, logits / repetition_penalty, logits * repetition_penalty)
+        logits = np.where(seen, lowered, logits)
+    if top_p is not None and top_p < 1 and temperature > 0:
+        scaled = logits.astype(np.float64) / temperature
+        probs = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
+        probs /= probs.sum(axis=-1, keepdims=True)
+        order = np.argsort(-probs, axis=-1, kind="stable")  # likeliest first, (B, V)
+        ranked = np.take_along_axis(probs, order, axis=-1)
+        keep = np.empty(logits.shape, dtype=bool)
+        # a token stays if the likelier ones before it hold less than top_p
+        np.put_along_axis(keep, order, np.cumsum(ranked, axis=-1) - ranked < top_p, axis=-1)
+        logits = np.where(keep, logits, -np.inf)
+    return logits
+
+
+# %% [markdown]
 # ## 6. GPT
 #
 # Three details matter:
@@ -450,19 +496,22 @@ class GPT(Module):
 
     @no_grad()
     def generate(self, prompt_tokens, max_new_tokens=50, temperature=1.0, top_k=None, seed=None,
-                 use_cache=None, stop_token=None) -> np.ndarray:  # fmt: skip
+                 use_cache=None, stop_token=None, top_p=None,
+                 repetition_penalty=1.0) -> np.ndarray:  # fmt: skip
         """Continue every prompt row; returns int64 token ids (B, prompt_len + new).
 
-        temperature 0 is greedy; `top_k` keeps the k likeliest tokens; `seed` makes sampling
-        reproducible; the context is cropped to max_seq_len; `use_cache` runs module 17's KV
-        cache (`cached_generate`; by default when module 17 is in the package), with the same
-        tokens as recomputing; once every row has produced `stop_token` generation ends early
-        (finished rows are padded with it).
+        temperature 0 is greedy; `top_k` keeps the k likeliest tokens, `top_p` the likeliest
+        holding that probability, `repetition_penalty` lowers tokens already in the context
+        (`steer_logits`); `seed` makes sampling reproducible; the context is cropped to
+        max_seq_len; `use_cache` runs module 17's KV cache (`cached_generate`; by default when
+        module 17 is in the package), with the same tokens as recomputing; once every row has
+        produced `stop_token` generation ends early (finished rows are padded with it).
         """
         memo = _cached_generation(use_cache)
         if memo is not None:
+            steer = {"top_p": top_p, "repetition_penalty": repetition_penalty}
             return memo.cached_generate(
-                self, prompt_tokens, max_new_tokens, temperature, top_k, seed, stop_token
+                self, prompt_tokens, max_new_tokens, temperature, top_k, seed, stop_token, **steer
             )
         _check_generate_args(max_new_tokens, temperature, top_k, self.vocab_size, stop_token)
         tokens = token_ids_2d(prompt_tokens, self.vocab_size)  # (B, T)
@@ -471,6 +520,8 @@ class GPT(Module):
         for _ in range(max_new_tokens):
             # logits of the last position of the context, cropped to max_seq_len
             logits = self._last_logits(tokens, None)  # (B, V)
+            context = tokens[:, -self.max_seq_len :]
+            logits = steer_logits(logits, context, temperature, top_p, repetition_penalty)
             # temperature, optional top-k, one draw per batch row
             next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
             # rows that already produced the stop token keep repeating it

@@ -111,8 +111,11 @@ def test_reports_are_consistent(finished):
 
 def test_samples_at_each_temperature_and_greedy(finished):
     summary, output = finished[1], finished[2]
-    settings = [(s["temperature"], s["top_k"]) for s in summary["samples"]]
-    assert settings == list(gpt_milestone.SAMPLING) and summary["samples"][-1]["greedy"]
+    keys = ("temperature", "top_k", "top_p", "repetition_penalty")
+    settings = [tuple(s[k] for k in keys) for s in summary["samples"]]
+    # a character model (this run's) is sampled without the repetition penalty
+    assert settings == [(*s[:3], 1.0) for s in gpt_milestone.SAMPLING]
+    assert [s["greedy"] for s in summary["samples"]] == [s[0] == 0 for s in gpt_milestone.SAMPLING]
     new = summary["config"]["sample_tokens"]
     for s in summary["samples"]:
         assert s["text"].startswith(summary["prompt"])

@@ -11,7 +11,12 @@ from tinytorch.core.attention import causal_mask
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.memo.kvcache import KVCache
-from tinytorch.models.transformer import _check_generate_args, sample_next, token_ids_2d
+from tinytorch.models.transformer import (
+    _check_generate_args,
+    sample_next,
+    steer_logits,
+    token_ids_2d,
+)
 
 
 def _heads(t: Tensor, num_heads: int) -> np.ndarray:
@@ -104,7 +109,8 @@ def _next_logits(model, tokens: np.ndarray, caches: list[KVCache]) -> np.ndarray
 
 @no_grad()
 def cached_generate(model, prompt_tokens, max_new_tokens=50, temperature=1.0, top_k=None,
-                    seed=None, stop_token=None) -> np.ndarray:  # fmt: skip
+                    seed=None, stop_token=None, top_p=None,
+                    repetition_penalty=1.0) -> np.ndarray:  # fmt: skip
     """Module 13's GPT.generate with a KV cache: the same tokens, one new position per step."""
     _check_generate_args(max_new_tokens, temperature, top_k, model.vocab_size, stop_token)
     tokens = token_ids_2d(prompt_tokens, model.vocab_size)  # (B, T)
@@ -113,6 +119,8 @@ def cached_generate(model, prompt_tokens, max_new_tokens=50, temperature=1.0, to
     stopped = np.zeros(len(tokens), dtype=bool)
     for _ in range(max_new_tokens):
         logits = _next_logits(model, tokens, caches)  # (B, V)
+        context = tokens[:, -model.max_seq_len :]
+        logits = steer_logits(logits, context, temperature, top_p, repetition_penalty)
         next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
         if stop_token is not None:  # finished rows keep repeating the stop token
             next_ids = np.where(stopped, stop_token, next_ids)
