@@ -25,7 +25,7 @@ def run(tmp_path_factory):
     """A finished `tito milestone run gpt` (tiny config, a few steps) and its export."""
     root = tmp_path_factory.mktemp("milestone")
     (root / "prose.txt").write_text(PROSE, encoding="utf-8")
-    args = ["milestone", "run", "gpt", "--config", "tiny", "--steps", "20"]
+    args = ["milestone", "run", "gpt", "--config", "tiny", "--steps", "20", "--tokenizer", "char"]
     result = runner.invoke(
         app, [*args, "--data", str(root / "prose.txt"), "--out", str(root / "gpt")]
     )

@@ -1,5 +1,6 @@
 """`tito model export` of a milestone run carries the run's own tokenizer: a BPE run (the
-milestone's default tokenizer for its preset) and a `--quick` character run both round-trip
+milestone's default tokenizer for its preset) and a `--quick` character run (`--tokenizer char`;
+the quick run's default is BPE too) both round-trip
 text through transformers, with the same token ids and the same greedy continuation."""
 
 import numpy as np
@@ -40,7 +41,7 @@ def exported(request, tmp_path_factory):
     if request.param == "bpe":
         out, hf = _train_and_export(root, "gpt", "--config", "nano", "--tokenizer", "bpe")
     else:
-        out, hf = _train_and_export(root, "gpt", "--quick")
+        out, hf = _train_and_export(root, "gpt", "--quick", "--tokenizer", "char", "--steps", "30")
     return request.param, load_run(out), hf
 
 
