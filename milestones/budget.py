@@ -4,8 +4,10 @@ The entrant chooses the model size, learning rate, batch size and transformation
 manifest's "train" entry); the tool writes the training loop. Training runs in a process of its
 own, which saves a checkpoint every few steps and says so on stdout; the tool reads that
 process's CPU time from the kernel (/proc), not from the process, and stops it once the budget is
-spent. The budget counts the process from its start (imports, corpus, building the model), so
-work done while the model is built counts too. The last checkpoint saved within it is the entry.
+spent. Every model reads characters (module 10's CharTokenizer), whatever its preset's default,
+so no budget goes to learning BPE merges. The budget counts the process from its start (imports,
+corpus, building the model), so work done while the model is built counts too. The last
+checkpoint saved within it is the entry.
 """
 
 from __future__ import annotations
@@ -148,7 +150,9 @@ def child() -> None:
     from tinytorch.models.transformer import GPT, PRESETS
 
     data_dir = Path(job["data_dir"]) if job["data_dir"] else None
-    setup = replace(TRAINING[job["config"]], lr=job["lr"], batch_size=job["batch_size"])
+    # characters for every entry: learning BPE merges would spend the budget before training
+    setup = replace(TRAINING[job["config"]], lr=job["lr"], batch_size=job["batch_size"],
+                    tokenizer="char")  # fmt: skip
     corpus = default_corpus(data_dir)
     vocab = tokens.build(setup.tokenizer, corpus, setup.bpe_vocab, data_dir)
     config = replace(PRESETS[job["config"]], vocab_size=vocab.vocab_size)

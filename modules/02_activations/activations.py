@@ -131,7 +131,7 @@ class GELUFunction(Function):
 
     def forward(self, x):
         ### BEGIN SOLUTION
-        u = GELU_SCALE * (x + GELU_CUBIC * x**3)
+        u = GELU_SCALE * (x + GELU_CUBIC * x * x * x)  # x*x*x: numpy's float32 x**3 is slow
         self.x, self.t = x, np.tanh(u)
         out = 0.5 * x * (1 + self.t)
         return out
@@ -140,7 +140,7 @@ class GELUFunction(Function):
     def backward(self, grad):
         ### BEGIN SOLUTION
         x, t = self.x, self.t
-        du = GELU_SCALE * (1 + 3 * GELU_CUBIC * x**2)  # du/dx
+        du = GELU_SCALE * (1 + 3 * GELU_CUBIC * x * x)  # du/dx
         slope = 0.5 * (1 + t) + 0.5 * x * (1 - t**2) * du
         return (grad * slope,)
         ### END SOLUTION
