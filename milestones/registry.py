@@ -177,7 +177,7 @@ MILESTONES: tuple[Milestone, ...] = (
         entry="milestones.translate:run",
         preset="tiny",
         year=2017,
-        seconds=(7.7, None),
+        seconds=(7.7, 83),  # full: its CPU time (one thread); the machine was busy
     ),
     Milestone(
         "olympics",
