@@ -29,7 +29,7 @@ def list_milestones() -> None:
     table.add_column("milestone", style="name")
     table.add_column("what it does")
     table.add_column("needs modules")
-    table.add_column("time on 2 idle cores: --quick / full")
+    table.add_column("--quick / full (2 idle cores)")
     table.add_column("ready")
     for m in sorted(milestones.MILESTONES, key=lambda m: m.year):
         missing = catalog.missing(m.requires, paths.root())
