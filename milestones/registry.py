@@ -11,6 +11,7 @@ summary it wrote), then add one `Milestone` below.
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +78,13 @@ class Milestone:
     entry: str  # "package.module:function", called as function(milestone, options)
     preset: str | None  # its default model size, a name in tinytorch's PRESETS (None: no GPT)
     year: int  # the year of the result it reproduces; the list is in historical order
+    # wall-clock seconds of (--quick, the full run) measured on 2 idle cores (milestones/RESULTS.md,
+    # "Stated times"); `tito milestone list` and the README state them through `stated`
+    seconds: tuple[float | None, float | None] = (None, None)
+
+    def stated(self, quick: bool) -> str:
+        """The run's length as the README and `tito milestone list` say it, e.g. "about 15 s"."""
+        return stated(self.seconds[0 if quick else 1])
 
     @property
     def config(self):
@@ -94,16 +102,28 @@ class Milestone:
         return getattr(importlib.import_module(module), function)(self, options)
 
 
+def stated(seconds: float | None) -> str:
+    """A measured length of time, rounded the way a person would say it."""
+    if seconds is None:
+        return "not measured"
+    if seconds < 10:
+        return "a few seconds"
+    if seconds < 90:  # rounded up, so the figure holds
+        return f"about {5 * math.ceil(seconds / 5)} s"
+    return f"about {math.ceil(seconds / 60)} minutes"
+
+
 _GPT_MODULES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 17, 18)  # 08: windows; 17: KV cache
 
 MILESTONES: tuple[Milestone, ...] = (
     Milestone(
         "perceptron",
-        "Rosenblatt's rule finds a line between two classes of points (a few seconds).",
+        "Rosenblatt's rule finds a line between two classes of points.",
         (1, 2, 3),
         entry="milestones.perceptron:run",
         preset=None,
         year=1957,
+        seconds=(1.2, 1.0),
     ),
     Milestone(
         "xor",
@@ -112,6 +132,7 @@ MILESTONES: tuple[Milestone, ...] = (
         entry="milestones.xor:run",
         preset=None,
         year=1969,
+        seconds=(0.9, 1.5),
     ),
     Milestone(
         "mlp",
@@ -120,6 +141,7 @@ MILESTONES: tuple[Milestone, ...] = (
         entry="milestones.mlp:run",
         preset=None,
         year=1986,
+        seconds=(1.0, None),
     ),
     Milestone(
         "cnn",
@@ -128,22 +150,25 @@ MILESTONES: tuple[Milestone, ...] = (
         entry="milestones.cnn:run",
         preset=None,
         year=1998,
+        seconds=(2.3, None),
     ),
     Milestone(
         "attention",
-        "Reverse a sequence of digits: a task only attention can solve (under a minute).",
+        "Reverse a sequence of digits: a task only attention can solve.",
         (1, 2, 3, 4, 5, 6, 7, 11, 12, 13),
         entry="milestones.attention:run",
         preset="tiny",
         year=2017,
+        seconds=(18.5, None),
     ),
     Milestone(
         "gpt",
-        "Train a GPT on Python's own documentation, make it write, report its scaling (4 min).",
+        "Train a GPT on Python's own documentation, make it write, report its scaling.",
         _GPT_MODULES,
         entry="milestones.gpt:run",
         preset="small",
         year=2017,
+        seconds=(12.5, 170),
     ),
     Milestone(
         "translate",
@@ -152,6 +177,7 @@ MILESTONES: tuple[Milestone, ...] = (
         entry="milestones.translate:run",
         preset="tiny",
         year=2017,
+        seconds=(7.7, 83),  # full: its CPU time (one thread); the machine was busy
     ),
     Milestone(
         "olympics",
@@ -160,6 +186,7 @@ MILESTONES: tuple[Milestone, ...] = (
         entry="milestones.torch_olympics:run",
         preset="small",
         year=2018,  # DAWNBench: systems ranked by time to a fixed quality
+        seconds=(25.8, None),
     ),
     Milestone(
         "compress",
@@ -168,6 +195,7 @@ MILESTONES: tuple[Milestone, ...] = (
         entry="milestones.compress:run",
         preset="small",
         year=2019,  # DistilBERT: a transformer distilled to 60% of its size keeps 97% of its score
+        seconds=(5.5, None),
     ),
     Milestone(
         "scaling",
@@ -176,6 +204,7 @@ MILESTONES: tuple[Milestone, ...] = (
         entry="milestones.gpt:run_scaling",
         preset="small",
         year=2020,
+        seconds=(1.2, 11.5),
     ),
 )
 

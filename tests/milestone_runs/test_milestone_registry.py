@@ -77,3 +77,45 @@ def test_requires_lists_every_module_the_run_imports(milestone):
             elif dotted.startswith("milestones."):
                 todo.append(dotted.split(".")[1])
     assert needed and needed <= set(milestone.requires)
+
+
+README = Path(milestones.__file__).parent.parent / "README.md"
+
+
+def _said(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize(
+    ("name", "quick", "sentence"),
+    [
+        ("gpt", False, "It takes {} on 2 idle cores"),
+        ("gpt", True, "`tito milestone run gpt --quick` ({} on 2 idle cores)"),
+        ("translate", False, "for comparison: {}, `--quick`"),
+        ("translate", True, "`--quick` {}."),
+        ("compress", True, "`runs/gpt-quick`) takes {}."),
+    ],
+)
+def test_the_readme_states_the_registrys_times(name, quick, sentence):
+    stated = milestones.find(name).stated(quick)
+    assert stated != "not measured"
+    assert sentence.format(stated) in _said(README.read_text(encoding="utf-8"))
+
+
+def test_milestone_list_states_the_same_times():
+    from typer.testing import CliRunner
+
+    from tito.main import app
+
+    result = CliRunner().invoke(app, ["milestone", "list"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[2].strip(): line for line in result.output.splitlines() if "│" in line}
+    for m in milestones.MILESTONES:
+        assert f"{m.stated(True)} / {m.stated(False)}" in rows[m.name]
+
+
+def test_stated_rounds_as_a_person_would():
+    assert [milestones.registry.stated(s) for s in (None, 3, 12.5, 20, 170, 400)] == [
+        "not measured", "a few seconds", "about 15 s", "about 20 s", "about 3 minutes",
+        "about 7 minutes",
+    ]  # fmt: skip

@@ -29,6 +29,7 @@ def list_milestones() -> None:
     table.add_column("milestone", style="name")
     table.add_column("what it does")
     table.add_column("needs modules")
+    table.add_column("--quick / full (2 idle cores)")
     table.add_column("ready")
     for m in sorted(milestones.MILESTONES, key=lambda m: m.year):
         missing = catalog.missing(m.requires, paths.root())
@@ -37,7 +38,8 @@ def list_milestones() -> None:
             if not missing
             else "missing " + " ".join(f"{x.number:02d}" for x in missing)
         )
-        table.add_row(str(m.year), m.name, m.description, _ranges(m.requires), ready)
+        took = f"{m.stated(quick=True)} / {m.stated(quick=False)}"
+        table.add_row(str(m.year), m.name, m.description, _ranges(m.requires), took, ready)
     console.print(table)
     console.print("run one with [name]tito milestone run NAME[/name]")
 
