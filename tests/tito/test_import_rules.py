@@ -17,7 +17,9 @@ OPTIONAL = {"matplotlib", "threadpoolctl", "safetensors"}
 # the class's olympics entries, which need the package; the tracer, a child process that runs the
 # student's code
 OLYMPICS = {"tito/class_olympics.py", "tito/commands/olympics.py"}
-TITO_USES_TINYTORCH = {"tito/commands/model.py", "tito/trace_runner.py", *OLYMPICS}
+TITO_USES_TINYTORCH = {
+    "tito/commands/model.py", "tito/trace_runner.py", "tito/check_runner.py", *OLYMPICS
+}  # fmt: skip
 TITO_USES_MILESTONES = {"tito/commands/milestone.py", "tito/commands/model.py", *OLYMPICS}
 
 
