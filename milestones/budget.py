@@ -84,14 +84,11 @@ def train(
     proc.stdin.close()
     saved = []  # (CPU-seconds when the save was reported, its file), within the budget
 
-    def spent() -> float | None:
-        return cpu_seconds_or_none(proc.pid)
-
     def read():
         for line in proc.stdout:
             if not line.startswith("saved "):
                 continue
-            used = spent()  # read after the save: never less than its own
+            used = cpu_seconds_or_none(proc.pid)  # read after the save: never less than its own
             path = out / f"step-{int(line.split()[1])}.npz"
             if used is None or used > budget:
                 break
@@ -103,7 +100,7 @@ def train(
     reader.start()
     try:
         while proc.poll() is None:
-            used = spent()
+            used = cpu_seconds_or_none(proc.pid)
             if used is not None and used >= budget:
                 break
             time.sleep(0.02)

@@ -90,6 +90,15 @@ def load_run(folder: Path, data_dir: Path | None) -> Run:
     )
 
 
+def trained_gpt(opts: RunOptions, setup: Setup) -> Path:
+    """The finished GPT run to work on: runs/gpt (or gpt-quick), else <out>/teacher, trained
+    there first when it is not there either."""
+    for folder in (source_folder(opts), opts.out / "teacher"):
+        if (folder / training.CHECKPOINT).is_file():
+            return folder
+    return train_teacher(opts, setup)
+
+
 def train_teacher(opts: RunOptions, setup: Setup) -> Path:
     """No finished GPT run: train a small one with the GPT milestone into <out>/teacher."""
     from milestones.registry import find
@@ -302,11 +311,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     kept = keep_previous(opts.out, list(RUN_FILES))
     if kept is not None:
         console.print(f"the earlier run in {opts.out} was moved to {kept}", highlight=False)
-    folder = source_folder(opts)
-    if not (folder / training.CHECKPOINT).is_file():
-        folder = opts.out / "teacher"
-        if not (folder / training.CHECKPOINT).is_file():
-            folder = train_teacher(opts, setup)
+    folder = trained_gpt(opts, setup)
     gpt_run = load_run(folder, opts.data_dir)
     c = gpt_run.model.config
     console.print(

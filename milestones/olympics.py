@@ -213,13 +213,18 @@ def heldout_bits(run: Run, model, text: str) -> float:
     return heldout_bits_per_char(model, ids, chars, window)
 
 
+def new_tokens(run: Run) -> int:
+    """How many tokens a timed generation writes: GENERATED_TOKENS, or what the context holds."""
+    return min(GENERATED_TOKENS, run.config.max_seq_len - len(run.vocab.encode(PROMPT)))
+
+
 def generation_call(run: str, transforms: list[str], data_dir: str | None = None,
-                    tokens: int = GENERATED_TOKENS, untrusted: bool = False):  # fmt: skip
-    """A call that writes `tokens` new tokens with the KV cache: module 19 times it."""
+                    untrusted: bool = False):  # fmt: skip
+    """A call that writes new_tokens() tokens with the KV cache: module 19 times it."""
     loaded = load_run(Path(run), Path(data_dir) if data_dir else None, untrusted)
     model = apply(loaded.model, transforms)
     prompt = np.array([loaded.vocab.encode(PROMPT)])
-    new = min(tokens, loaded.config.max_seq_len - prompt.shape[1])
+    new = new_tokens(loaded)
     return lambda: model.generate(prompt, new, temperature=0, use_cache=True)
 
 
@@ -227,11 +232,10 @@ def tokens_per_second(run: Run, transforms: list[str], data_dir: Path | None, re
                       untrusted: bool = False) -> float:  # fmt: skip
     from tinytorch.bench.harness import run_isolated
 
-    new = min(GENERATED_TOKENS, run.config.max_seq_len - len(run.vocab.encode(PROMPT)))
-    kwargs = {"run": str(run.folder), "transforms": transforms, "tokens": GENERATED_TOKENS,
-              "data_dir": str(data_dir) if data_dir else None, "untrusted": untrusted}  # fmt: skip
+    kwargs = {"run": str(run.folder), "transforms": transforms, "untrusted": untrusted,
+              "data_dir": str(data_dir) if data_dir else None}  # fmt: skip
     result = run_isolated("milestones.olympics:generation_call", kwargs, warmup=1, repeats=repeats)
-    return new / float(np.median(result["seconds"]))
+    return new_tokens(run) / float(np.median(result["seconds"]))
 
 
 def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats: int = 5,

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from milestones import budget as clock
-from milestones import olympics, training
-from milestones.compress import FULL, QUICK, source_folder, train_teacher
+from milestones import olympics
+from milestones.compress import FULL, QUICK, trained_gpt
 from milestones.output import keep_previous, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.core.training import write_atomic
@@ -132,11 +132,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     kept = keep_previous(opts.out, list(RUN_FILES))
     if kept is not None:
         console.print(f"the earlier run in {opts.out} was moved to {kept}", highlight=False)
-    folder = source_folder(opts)
-    if not (folder / training.CHECKPOINT).is_file():
-        folder = opts.out / "teacher"
-        if not (folder / training.CHECKPOINT).is_file():
-            folder = train_teacher(opts, QUICK if opts.quick else FULL)
+    folder = trained_gpt(opts, QUICK if opts.quick else FULL)
     repeats = 2 if opts.quick else 5
     console.print(f"the Torch Olympics on the GPT of {folder}, {repeats} timed generations each")
     rows = measured_entries(folder, opts.data_dir, repeats, console)
