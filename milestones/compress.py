@@ -90,6 +90,15 @@ def load_run(folder: Path, data_dir: Path | None) -> Run:
     )
 
 
+# the options a milestone that works on a finished GPT run has no use for, and why
+ON_A_TRAINED_RUN = {
+    "--resume": "has no training to resume",
+    "--tokenizer": "uses the trained run's tokenizer",
+    "--data": "uses the trained run's corpus",
+    "--config": "uses the trained run's model size",
+}
+
+
 def trained_gpt(opts: RunOptions, setup: Setup) -> Path:
     """The finished GPT run to work on: runs/gpt (or gpt-quick), else <out>/teacher, trained
     there first when it is not there either."""
@@ -293,15 +302,7 @@ def table(rows: list[dict], goal: dict) -> str:
 
 def run(milestone: Milestone, opts: RunOptions) -> dict:
     """The whole milestone; returns the summary it writes to <out>/summary.json."""
-    opts.refuse(
-        milestone.name,
-        {
-            "--resume": "has no training to resume",
-            "--tokenizer": "uses the trained run's tokenizer",
-            "--data": "uses the trained run's corpus",
-            "--config": "uses the trained run's model size",
-        },
-    )
+    opts.refuse(milestone.name, ON_A_TRAINED_RUN)
     console = opts.console
     setup = QUICK if opts.quick else FULL
     steps = opts.steps if opts.steps is not None else setup.distill_steps

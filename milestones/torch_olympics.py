@@ -17,7 +17,7 @@ from pathlib import Path
 
 from milestones import budget as clock
 from milestones import olympics
-from milestones.compress import FULL, QUICK, trained_gpt
+from milestones.compress import FULL, ON_A_TRAINED_RUN, QUICK, trained_gpt
 from milestones.output import keep_previous, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.core.training import write_atomic
@@ -116,16 +116,8 @@ def plot(rows: dict, path: Path) -> Path:
 
 def run(milestone: Milestone, opts: RunOptions) -> dict:
     """The whole milestone; returns the summary it writes to <out>/summary.json."""
-    opts.refuse(
-        milestone.name,
-        {
-            "--resume": "has no training to resume",
-            "--tokenizer": "uses the trained run's tokenizer",
-            "--data": "uses the trained run's corpus",
-            "--config": "uses the trained run's model size",
-            "--steps": "trains under a CPU-second budget (--quick for a smaller one)",
-        },
-    )
+    steps = {"--steps": "trains under a CPU-second budget (--quick for a smaller one)"}
+    opts.refuse(milestone.name, {**ON_A_TRAINED_RUN, **steps})
     console = opts.console
     began = time.perf_counter()
     prepare_out(opts.out)
