@@ -314,11 +314,12 @@ def test_pointwise_values(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-gelu", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-7)
+@graded(rtol=1e-6, atol=1e-6)
 def test_gelu_value_and_slope(rng):
+    # float32: where GELU's tail cancels (1 + tanh(u) near 0) its error is about |x| * 1e-7
     x = rng.normal(scale=2.0, size=(4, 6))
     want = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
-    np.testing.assert_allclose(gelu(x).data, want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(gelu(x).data, want, rtol=1e-6, atol=1e-6)
     fn = GELUFunction()
     fn.forward(np.array([0.0]))
     np.testing.assert_allclose(fn.backward(np.array([1.0]))[0], [0.5])  # slope at 0 is 1/2

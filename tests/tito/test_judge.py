@@ -114,3 +114,25 @@ def test_missing_extra_failed_or_absent_numbers_score_nothing():
     assert judge(probe_numbers({"y": np.ones(2), "dx": np.ones(2)}), broken).startswith(
         "the reference gave no numbers"
     )
+
+
+def test_a_seed_the_references_own_probe_fails_on_is_drawn_again(monkeypatch):
+    from tito import scoring
+
+    seeds = iter([11, 12, 13])
+    monkeypatch.setattr(scoring, "new_seed", lambda: next(seeds))
+
+    def reference(module, source, stage, timeout, seed, unsafe=False):
+        ok = seed == 13  # the reference's probe raises on the first two seeds
+        probe = {"name": "test_p", "keys": ["y"], "error": "" if ok else "AssertionError: tail"}
+        return scoring.Reference(seed, {"test-p": Numbers([probe], {"p0_y": np.ones(2)})})
+
+    monkeypatch.setattr(scoring, "reference", reference)
+    expected = scoring.fair_reference(None, None, None, 1.0)
+    assert expected.seed == 13 and expected.failed() == []
+
+    monkeypatch.setattr(scoring, "new_seed", lambda: 11)  # every seed fails: it gives up, says so
+    expected = scoring.fair_reference(None, None, None, 1.0)
+    assert expected.failed() == ["test-p"]
+    mine = Numbers([{"name": "test_p", "keys": ["y"], "error": ""}], {"p0_y": np.ones(2)})
+    assert "the reference's probe failed on this seed" in judge(mine, expected.numbers["test-p"])
