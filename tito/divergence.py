@@ -38,6 +38,17 @@ def _shape_hint(yours: np.ndarray, expected: np.ndarray) -> str:
     ys, es = yours.shape, expected.shape
     if ys == es[::-1] or (len(ys) >= 2 and ys == es[:-2] + es[-1:-3:-1]):
         return "the shape is the expected one with its axes swapped: a transpose (.T) slip"
+    if len(ys) == len(es):
+        mine = [a for a in range(len(ys)) if ys[a] == 1 and es[a] != 1]
+        theirs = [a for a in range(len(ys)) if es[a] == 1 and ys[a] != 1]
+        rest = [a for a in range(len(ys)) if a not in mine and a not in theirs]
+        if mine and theirs and all(ys[a] == es[a] for a in rest):
+            names = ", ".join(f"axis={a - len(ys)}" if a else f"axis={a}" for a in theirs)
+            return (
+                f"reduced over axis {' and '.join(map(str, mine))} where the expected is reduced "
+                f"over axis {' and '.join(map(str, theirs))}: a mean or sum over the wrong axis "
+                f"({names} belongs)"
+            )
     squeezed = tuple(d for d in ys if d != 1), tuple(d for d in es if d != 1)
     if squeezed[0] == squeezed[1]:
         return "only axes of size 1 differ: a missing or extra keepdims=True, or a missing squeeze"
@@ -145,7 +156,8 @@ def _value_hint(yours: np.ndarray, expected: np.ndarray, rtol: float, atol: floa
         k = float(np.median(ratios))
         if k != 0 and np.isfinite(k) and _close(yours, k * expected, rtol, atol):
             return _factor_hint(k)
-    diff = np.where(finite_y & finite_e, yours - expected, 0.0).astype(np.float64)
+    with np.errstate(all="ignore"):
+        diff = np.where(finite_y & finite_e, yours - expected, 0.0).astype(np.float64)
     c = float(diff.mean())
     if np.allclose(diff, c, rtol=rtol, atol=atol):
         return f"every value is off by the same {_fmt(c)}: a missing or extra constant term"
@@ -183,10 +195,10 @@ def compare(yours, expected, rtol: float = RTOL, atol: float = ATOL) -> Differen
     if expected.size == 0 or _close(yours, expected, rtol, atol):
         return None
     y64, e64 = yours.astype(np.float64), expected.astype(np.float64)
-    err = np.abs(np.where(np.isnan(y64) != np.isnan(e64), np.inf, np.nan_to_num(y64 - e64)))
-    index = np.unravel_index(int(np.argmax(err)), err.shape) if err.ndim else ()
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # inf - inf where both block a score (a mask) is no error
+        err = np.abs(np.where(np.isnan(y64) != np.isnan(e64), np.inf, np.nan_to_num(y64 - e64)))
         rel = err / (np.abs(e64) + atol)
+    index = np.unravel_index(int(np.argmax(err)), err.shape) if err.ndim else ()
     wrong = float(np.mean(~np.isclose(y64, e64, rtol=rtol, atol=atol)))
     at, mine, want = _where(index), _fmt(float(y64[index])), _fmt(float(e64[index]))
     summary = (

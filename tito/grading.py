@@ -15,12 +15,14 @@ from fnmatch import fnmatchcase as fnmatch
 from pathlib import Path
 
 import nbformat
+from nbformat.v4 import new_output
 from nbgrader.apps import NbGraderAPI
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from sqlalchemy.exc import SAWarning
 
 from tito import course as layout
+from tito import scoring
 from tito.catalog import CourseModule
 from tito.course import assignment_id, course_config, notebook_file, tools_on_path
 from tito.errors import TitoError
@@ -48,6 +50,47 @@ def autograde_preprocessors() -> list:
     steps = list(Autograde.class_traits()["autograde_preprocessors"].default())
     at = steps.index(Execute) + 1
     return steps[:at] + [StderrIsNotFailure] + steps[at:]
+
+
+# --- the sandbox's verdicts into nbgrader's gradebook -----------------------------------------
+
+
+class InjectVerdicts(NbGraderPreprocessor):
+    """Stands where nbgrader's Execute stands: instead of running the notebook, it gives each
+    graded cell the output of its sandboxed check, and an error output when the check failed,
+    so nbgrader's own SaveAutoGrades records exactly the sandbox's verdicts. Other cells keep
+    no output; no student code runs in this process. One instance holds one submission's."""
+
+    def __init__(self, scored: scoring.Scored, **kwargs):
+        super().__init__(**kwargs)
+        self.scored = scored
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return cell, resources
+        cell.outputs = []
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("grade") or meta.get("solution"):
+            return cell, resources
+        check = next((c for c in self.scored.checks if c.grade_id == meta.get("grade_id")), None)
+        if check is None:
+            reason = f"'{meta.get('grade_id')}' is not a check of this assignment"
+            check = scoring.Check(str(meta.get("grade_id")), 0.0, reason=reason)
+        if check.output:
+            cell.outputs.append(new_output("stream", name="stdout", text=check.output + "\n"))
+        if not check.passed:
+            name = check.reason.split(":")[0] if ":" in check.reason else "NotPassed"
+            cell.outputs.append(
+                new_output("error", ename=name, evalue=check.reason, traceback=[check.reason])
+            )
+        return cell, resources
+
+
+def recording_preprocessors(scored: scoring.Scored) -> list:
+    """nbgrader's autograde pipeline with its Execute step replaced by one InjectVerdicts
+    holding `scored`: it records the verdicts instead of executing cells."""
+    steps = Autograde.class_traits()["autograde_preprocessors"].default()
+    return [InjectVerdicts(scored, enabled=True) if step is Execute else step for step in steps]
 
 
 def _api(course: Path) -> NbGraderAPI:
@@ -256,7 +299,7 @@ def autograde(
     recorded in the course's tito/outcomes/. `jobs` submissions are scored at once."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tito import sandbox, scoring
+    from tito import sandbox
 
     course = course.resolve()
     api = _api(course)
@@ -312,11 +355,9 @@ def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcom
     from nbgrader.apps.api import capture_log
     from nbgrader.utils import temp_attrs
 
-    from tito import scoring
-
     with temp_attrs(api.coursedir, assignment_id=assignment_id(module), student_id=name):
         app = Autograde(coursedir=api.coursedir, parent=api)
-        app.autograde_preprocessors = scoring.recording_preprocessors(scored)
+        app.autograde_preprocessors = recording_preprocessors(scored)
         app.force, app.create_student = True, True
         result = capture_log(app)
     if not result["success"]:

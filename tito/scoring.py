@@ -27,9 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbformat.v4 import new_output
-from nbgrader.converters import Autograde
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
 from tito import catalog, exporter, judge, lifecycle, npzwire, paths, sandbox
 from tito.catalog import GIVEN, CourseModule
@@ -370,44 +367,3 @@ def _numpy_dir() -> str:
     import numpy
 
     return str(Path(numpy.__file__).resolve().parent.parent)
-
-
-# --- into nbgrader's gradebook ------------------------------------------------------------------
-
-
-class InjectVerdicts(NbGraderPreprocessor):
-    """Stands where nbgrader's Execute stands: instead of running the notebook, it gives each
-    graded cell the output of its sandboxed check, and an error output when the check failed,
-    so nbgrader's own SaveAutoGrades records exactly the sandbox's verdicts. Other cells keep
-    no output; no student code runs in this process. One instance holds one submission's."""
-
-    def __init__(self, scored: Scored, **kwargs):
-        super().__init__(**kwargs)
-        self.scored = scored
-
-    def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type != "code":
-            return cell, resources
-        cell.outputs = []
-        meta = _meta(cell)
-        if not meta.get("grade") or meta.get("solution"):
-            return cell, resources
-        check = next((c for c in self.scored.checks if c.grade_id == meta.get("grade_id")), None)
-        if check is None:
-            reason = f"'{meta.get('grade_id')}' is not a check of this assignment"
-            check = Check(str(meta.get("grade_id")), 0.0, reason=reason)
-        if check.output:
-            cell.outputs.append(new_output("stream", name="stdout", text=check.output + "\n"))
-        if not check.passed:
-            name = check.reason.split(":")[0] if ":" in check.reason else "NotPassed"
-            cell.outputs.append(
-                new_output("error", ename=name, evalue=check.reason, traceback=[check.reason])
-            )
-        return cell, resources
-
-
-def recording_preprocessors(scored: Scored) -> list:
-    """nbgrader's autograde pipeline with its Execute step replaced by one InjectVerdicts
-    holding `scored`: it records the verdicts instead of executing cells."""
-    steps = Autograde.class_traits()["autograde_preprocessors"].default()
-    return [InjectVerdicts(scored, enabled=True) if step is Execute else step for step in steps]

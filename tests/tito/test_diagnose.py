@@ -75,7 +75,7 @@ BUGS = [
         "mean = x.mean(axis=-1, keepdims=True)",
         "mean = x.mean(axis=0, keepdims=True)",
         "Mean.forward (in layer LayerNorm)",
-        "combined along the wrong axes",
+        "a mean or sum over the wrong axis (axis=-1 belongs)",
     ),
     (
         4,
@@ -155,3 +155,20 @@ def test_a_submission_is_diagnosed_in_the_grading_sandbox_the_same_way(tmp_path)
         (f.check, f.what, f.hint) for f in local.findings
     ]
     assert result.findings[0].place.startswith("the submission, cell ")
+
+
+def test_it_needs_no_grading_tools(tmp_path):
+    # a student installs the package and the test extra, not nbgrader: diagnose must not need it
+    import subprocess
+    import sys
+
+    path = planted(*LOSS_BUG[:3], tmp_path)
+    program = (
+        "import sys; sys.modules['nbgrader'] = None; from tito.main import run; "
+        f"sys.argv = ['tito', 'diagnose', '4', '--notebook', {str(path)!r}]; run()"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", program], cwd=paths.PACKAGE_ROOT, capture_output=True, text=True
+    )
+    assert run.returncode == 1, run.stderr
+    assert "CrossEntropyFunction.forward" in run.stdout and "nbgrader" not in run.stderr

@@ -42,6 +42,23 @@ def test_shape_slips(yours, words):
     assert words in hint(yours)
 
 
+def test_a_kept_reduction_over_the_wrong_axis_names_both_axes():
+    expected = X.mean(axis=-1, keepdims=True)  # (3, 5, 1)
+    found = compare(X.mean(axis=0, keepdims=True), expected)  # (1, 5, 8)
+    assert "reduced over axis 0 where the expected is reduced over axis 2" in found.hint
+    assert "(axis=-1 belongs)" in found.hint
+
+
+def test_blocked_scores_on_both_sides_warn_nothing():
+    import warnings
+
+    expected = np.array([[0.5, -np.inf], [1.0, 2.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = compare(expected * np.array([[2.0, 1.0], [1.0, 1.0]]), expected)
+    assert found is not None and "at [0, 0]" in found.summary
+
+
 def test_a_square_transpose():
     square = rng.normal(size=(2, 6, 6))
     assert "transposed" in hint(np.swapaxes(square, -1, -2), square)
