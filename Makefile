@@ -33,7 +33,7 @@ check:
 test: install system lint check
 	$(PYTHON) -m pytest -q
 
-# The full benchmark, one process per measurement (about 6 minutes on 2 quiet cores), then its
+# The full benchmark, one process per measurement (about 14 minutes on 2 quiet cores), then its
 # table as Markdown (the head of benchmarks/RESULTS.md). `--quality` adds a 2,000-step loss race.
 bench: install
 	$(PYTHON) -m benchmarks.run --out benchmarks/results.json
