@@ -39,6 +39,10 @@ RUNNER = Path(__file__).with_name("trace_runner.py")
 WIRE = Path(__file__).with_name("npzwire.py")
 SEED = 0
 SANDBOX_BYTES = 2 * 2**20  # numbers a sandboxed trace may send back (base64 on stdout)
+# the whole trace from the sandbox: its arrays (at most SANDBOX_BYTES) and its record of events
+# (MAX_EVENTS per check; module 13's four checks come to 3.8 MB in all)
+TRACE_BYTES = 4 * SANDBOX_BYTES
+TRACE_LINE_BYTES = 6 * SANDBOX_BYTES  # what tito reads of that run's output: the trace in base64
 LOCAL_BYTES = 300 * 2**20  # a local trace: trace_runner.MAX_BYTES of numbers and the events
 TIMEOUT = 600.0
 
@@ -235,11 +239,12 @@ def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout
             "nonce": nonce,
             "max_bytes": SANDBOX_BYTES,
         }
-        run = sandbox.run_python(RUNNER.name, work, json.dumps(job), timeout, unsafe=unsafe)
+        run = sandbox.run_python(RUNNER.name, work, json.dumps(job), timeout, unsafe=unsafe,
+                                 output_bytes=TRACE_LINE_BYTES)  # fmt: skip
     marks = npzwire.from_lines(run.output, nonce, "trace")
     if len(marks) != 1:
         raise TitoError("the submission's diagnosis run ended without a trace")
-    trace = read_trace(marks[0], 2 * SANDBOX_BYTES)
+    trace = read_trace(marks[0], TRACE_BYTES)
     cells = Cells(
         "the submission", _solution_cells(source, submission, program), _known_lines(source)
     )

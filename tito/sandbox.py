@@ -292,12 +292,18 @@ def _args(folder: Path) -> tuple[list[str], list[str]]:
 
 
 def run_python(
-    script: str, folder: Path, stdin: str, timeout: float, unsafe: bool = False
+    script: str,
+    folder: Path,
+    stdin: str,
+    timeout: float,
+    unsafe: bool = False,
+    output_bytes: int | None = None,
 ) -> Finished:
     """Run `folder/script` with `python -I -S`, feeding it stdin; stop it after `timeout` s.
 
     `folder` is visible (read-only) at /grade inside the sandbox; the script gets the path it is
-    at as its only argument, so it runs the same way with and without the sandbox.
+    at as its only argument, so it runs the same way with and without the sandbox. tito reads
+    back the first `output_bytes` of its output (default OUTPUT_BYTES).
     """
     cgroup = None
     if unsafe:
@@ -346,7 +352,7 @@ def run_python(
                 _wait_gone(_sandbox_pid(status.read()))
             seconds = time.perf_counter() - start
             output.seek(0)
-            text = output.read(OUTPUT_BYTES).decode("utf-8", errors="replace")
+            text = output.read(output_bytes or OUTPUT_BYTES).decode("utf-8", errors="replace")
     finally:
         if cgroup is not None:
             cgroups.remove(cgroup)

@@ -58,3 +58,21 @@ def test_feedback_pages_say_where_the_numbers_first_differ(tmp_path):
     diagnosis = slip.split("tito-diagnosis", 1)[1]
     assert not [line for line in hidden if len(line) > 12 and line in diagnosis]
     assert "<script" not in diagnosis.lower()
+
+
+def test_a_large_modules_trace_comes_back_whole_from_the_sandbox():
+    # module 13's four checks trace 3.8 MB of numbers and events: more than a check's output cap
+    from tito.diagnose import explain, reference_trace, submission_trace
+
+    module = find(13)
+    source = notebooks.read_source(paths.source(module))
+    old = "return self.linear2(self.gelu(self.linear1(x)))"
+    slipped = [c for c in source.cells if old in c.source]
+    assert len(slipped) == 1
+    slipped[0].source = slipped[0].source.replace(old, "return self.linear2(self.linear1(x))")
+    student, cells = submission_trace(module, source)
+    result = explain(module, student, cells, reference_trace(module))
+    first = result.findings[0]
+    assert first.check == "test-mlp-block" and "LinearFunction.forward" in first.what, first
+    assert first.place.startswith("the submission, cell ")
+    assert "return self.linear2(self.linear1(x))" in first.place
