@@ -112,7 +112,8 @@ def leaderboard() -> None:
     for event, rows in board.items():
         table = Table(title=event)
         for column in ("entrant", "score", "tok/s", "bytes", "bits/char", "transforms"):
-            table.add_column(column)
+            numeric = column not in ("entrant", "transforms")
+            table.add_column(column, justify="right" if numeric else "left")
         for r in rows:
             m = r["measured"]
             table.add_row(
@@ -190,7 +191,8 @@ def class_board(
     for event, rows in events.items():
         table = Table(title=f"class: {event}")
         for column in ("student", "score", "tok/s", "bytes", "bits/char", "note"):
-            table.add_column(column)
+            numeric = column not in ("student", "note")
+            table.add_column(column, justify="right" if numeric else "left")
         for row in rows:
             table.add_row(
                 escape(class_olympics.shown(row["student"])),
