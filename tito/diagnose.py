@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,11 +40,8 @@ ENGINE_HINT = (
 RUNNER = Path(__file__).with_name("trace_runner.py")
 WIRE = Path(__file__).with_name("npzwire.py")
 SEED = 0
-SANDBOX_BYTES = 2 * 2**20  # numbers a sandboxed trace may send back (base64 on stdout)
-# the whole trace from the sandbox: its arrays (at most SANDBOX_BYTES) and its record of events
-# (MAX_EVENTS per check; module 13's four checks come to 3.8 MB in all)
-TRACE_BYTES = 4 * SANDBOX_BYTES
-TRACE_LINE_BYTES = 6 * SANDBOX_BYTES  # what tito reads of that run's output: the trace in base64
+SANDBOX_BYTES = 2 * 2**20  # arrays a sandboxed trace may send back (base64 on stdout)
+TRACE_BYTES = 4 * SANDBOX_BYTES  # those and the record of events (module 13's checks: 3.8 MB)
 LOCAL_BYTES = 300 * 2**20  # a local trace: trace_runner.MAX_BYTES of numbers and the events
 TIMEOUT = 600.0
 
@@ -192,8 +191,6 @@ def diagnose(module: CourseModule, notebook: Path | None = None, seed: int = SEE
 def _stage_own(module: CourseModule, into: Path) -> None:
     """The student's package as the reference side is staged: the modules `module` requires
     (their code, as their package holds it) and the given files, nothing later in the course."""
-    import shutil
-
     from tito.catalog import GIVEN, closure
 
     source = paths.root() / "tinytorch"
@@ -212,9 +209,6 @@ def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout
     """A submitted notebook's trace, made in the grading sandbox (instructor feedback): the
     source's cells with the student's solution cells, over the reference of the modules it
     requires. The trace comes back as numbers and names only; tito imports none of it."""
-    import secrets
-    import shutil
-
     from tito import sandbox
     from tito.notebooks import read_source
     from tito.scoring import build_program, stage_reference
@@ -229,18 +223,17 @@ def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout
         shutil.copyfile(RUNNER, work / RUNNER.name)
         shutil.copyfile(WIRE, work / WIRE.name)
         mount = work if unsafe else Path(sandbox.MOUNT)
-        import numpy
-
         job = {
-            "path": [str(mount / "stage"), str(Path(numpy.__file__).resolve().parent.parent)],
+            "path": [str(mount / "stage"), str(Path(np.__file__).resolve().parent.parent)],
             "cells": _cells(program),
             "checks": checks,
             "seed": seed,
             "nonce": nonce,
             "max_bytes": SANDBOX_BYTES,
         }
-        run = sandbox.run_python(RUNNER.name, work, json.dumps(job), timeout, unsafe=unsafe,
-                                 output_bytes=TRACE_LINE_BYTES)  # fmt: skip
+        run = sandbox.run_python(
+            RUNNER.name, work, json.dumps(job), timeout, unsafe=unsafe, output_bytes=2 * TRACE_BYTES
+        )  # base64 and what cells print
     marks = npzwire.from_lines(run.output, nonce, "trace")
     if len(marks) != 1:
         raise TitoError("the submission's diagnosis run ended without a trace")

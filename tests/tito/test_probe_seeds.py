@@ -14,7 +14,7 @@ import pytest
 from tito.catalog import MODULES
 from tito.paths import PACKAGE_ROOT
 
-SEEDS = 200
+SEEDS = 100
 
 DRIVER = """
 import runpy, sys
