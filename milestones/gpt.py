@@ -24,7 +24,7 @@ from tinytorch.models.scaling import count_parameters
 from tinytorch.models.transformer import GPT, PRESETS, GPTConfig
 
 PROMPT = "The"  # no trailing space: a BPE vocabulary writes the space with the next word
-# (temperature, top_k, top_p, repetition_penalty) of each sample (module 13's steer_logits):
+# (temperature, top_k, top_p, repetition_penalty) of each sample (steer_logits, given):
 # temperature 0 is greedy; top-p keeps the likeliest tokens holding that probability; the penalty
 # lowers every token already in the context, which keeps a small model from writing one phrase
 # again and again (milestones/RESULTS.md, "Sampling"). The plain model's own distribution last.

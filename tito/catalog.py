@@ -134,7 +134,7 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/nn/functional.py": (2, 4),  # the functions of modules 02 and 04, PyTorch's path
     "tinytorch/core/embeddings.py": (11,),  # module 11's names under the `core` path
     "tinytorch/core/transformer.py": (13,),  # module 13's and the files below, under one path
-    "tinytorch/models/decoding.py": (),  # generate's argument checks; module 17's cache or not
+    "tinytorch/models/decoding.py": (),  # generate: argument checks, steer_logits, module 17 or not
     "tinytorch/models/weights.py": (13,),  # save_model / load_model, the PyTorch layout
     "tinytorch/models/scaling.py": (),  # parameter and memory arithmetic
     "tinytorch/models/seq2seq.py": (13,),  # encoder and encoder-decoder (translate milestone)

@@ -36,7 +36,7 @@
 # The rest of this file (config presets, weight initialisation, the generation loop) is given: read
 # it, it is what makes the model practical. Saving, the PyTorch and Hugging Face layouts, the
 # parameter arithmetic and the encoder-decoder models are product code in given package files
-# beside this module (sections 7 and 8 say which).
+# beside this module (section 7 says which).
 
 # %%
 #| default_exp models.transformer
@@ -59,7 +59,7 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding, PositionalEncoding
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import ShapeError, Tensor
-from tinytorch.models.decoding import _cached_generation, _check_generate_args
+from tinytorch.models.decoding import _cached_generation, _check_generate_args, steer_logits
 from tinytorch.text.embeddings import token_ids_array
 
 # isort: split
@@ -306,47 +306,15 @@ def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng) 
 # %% [markdown]
 # ### Keeping a sample from looping
 #
-# A small model's likeliest continuation is often a phrase it has just written, so greedy text,
-# and sampling at a low temperature, falls into a loop ("the the the", or one sentence again and
-# again). Two changes to the logits before the draw keep it moving:
+# A small model's likeliest continuation is often a phrase it has just written, so greedy text
+# falls into a loop ("the the the"). Two changes to the logits before the draw keep it moving; the
+# given `steer_logits` (in `tinytorch/models/decoding.py`) applies both, and `generate` calls it
+# just before `sample_next`:
 #
-# - **repetition penalty** (as in the CTRL paper): every token already in the context window is
-#   made less likely: a positive logit is divided by the penalty, a negative one multiplied by it.
-#   1 is off, 1.1 to 1.3 is usual. It applies at temperature 0 as well, so greedy text varies too.
-# - **top-p** (nucleus sampling): keep the smallest set of likeliest tokens whose probabilities, at
-#   this temperature, add up to at least p; drop the rest. Unlike top-k the set is wide where the
-#   model is unsure and narrow where it is sure. With top-k as well, a token must pass both.
-#
-# `steer_logits` does both for every row at once; `generate` calls it just before `sample_next`.
-
-
-# %% nbgrader={"grade": false, "grade_id": "steer", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export
-def steer_logits(logits: np.ndarray, context: np.ndarray, temperature: float, top_p=None,
-                 repetition_penalty: float = 1.0) -> np.ndarray:  # fmt: skip
-    """`logits` (B, V) with the tokens of `context` (B, T) penalised and those past top-p -inf."""
-    if top_p is not None and not (np.isfinite(top_p) and 0 < top_p <= 1):
-        raise ValueError(f"top_p must be in (0, 1] (1 = off), got {top_p}")
-    if not (np.isfinite(repetition_penalty) and repetition_penalty > 0):
-        raise ValueError(
-            f"repetition_penalty must be > 0 (1 = off, 1.2 = usual), got {repetition_penalty}"
-        )
-    if repetition_penalty != 1:
-        seen = np.zeros(logits.shape, dtype=bool)
-        np.put_along_axis(seen, np.asarray(context, dtype=np.int64), True, axis=-1)
-        lowered = np.where(logits > 0, logits / repetition_penalty, logits * repetition_penalty)
-        logits = np.where(seen, lowered, logits)
-    if top_p is not None and top_p < 1 and temperature > 0:
-        scaled = logits.astype(np.float64) / temperature
-        probs = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
-        probs /= probs.sum(axis=-1, keepdims=True)
-        order = np.argsort(-probs, axis=-1, kind="stable")  # likeliest first, (B, V)
-        ranked = np.take_along_axis(probs, order, axis=-1)
-        keep = np.empty(logits.shape, dtype=bool)
-        # a token stays if the likelier ones before it hold less than top_p
-        np.put_along_axis(keep, order, np.cumsum(ranked, axis=-1) - ranked < top_p, axis=-1)
-        logits = np.where(keep, logits, -np.inf)
-    return logits
+# - **repetition penalty** (the CTRL paper): a token already in the context has a positive logit
+#   divided by the penalty, a negative one multiplied by it (1 is off, 1.1 to 1.3 usual);
+# - **top-p** (nucleus sampling): keep the smallest set of likeliest tokens whose probabilities add
+#   up to at least p. Unlike top-k, the set is wide where the model is unsure, narrow where sure.
 
 
 # %% [markdown]
@@ -536,36 +504,22 @@ class GPT(Module):
 
 
 # %% [markdown]
-# ## Saving a model, and carrying it to PyTorch and Hugging Face
-#
-# Given files beside this module do that; none of it is the lesson. `tinytorch/models/weights.py`
-# writes a GPT's config and weights to one `.npz` archive (`save_model`, `load_model`; loading uses
-# `allow_pickle=False`, so opening a file never runs code from it) and renames the weights to
-# PyTorch's layout (`nn.Linear` stores `(out, in)` where ours is `(in, out)`).
-# `tinytorch/models/huggingface.py` writes what `GPT2LMHeadModel.from_pretrained` reads, since a
-# pre-norm GPT with learned positions is GPT-2's architecture; docs/huggingface.md is the guide.
-
-# %% [markdown]
-# ## 7. How big is it?
+# ## 7. How big is it, and what the given files add
 #
 # Per block, attention has four `C x C` projections (`4C²`) and the MLP two `C x 4C` ones (`8C²`):
-# about `12 C²` weights a block, `12 L C²` for the stack, plus the embeddings (`V C` for tokens,
-# `T_max C` for learned positions) and, untied, the output projection (`C V`). In float32 a model
-# needs `4 P` bytes for its weights, as many for their gradients and `8 P` for Adam's two moments;
-# one layer's attention matrix takes `4 B H T²` bytes, the term that grows with the square of the
-# sequence length.
+# about `12 L C²` weights for the stack, plus the embeddings (`V C` for tokens, `T_max C` for
+# learned positions) and, untied, the output projection (`C V`). In float32 training needs `4 P`
+# bytes for the weights, as many for their gradients and `8 P` for Adam's two moments; one layer's
+# attention matrix takes `4 B H T²` bytes, the term that grows with the square of the sequence.
 #
-# `tinytorch/models/scaling.py` (given, not part of this lesson) spells these counts out:
-# `count_parameters`, `estimate_parameters` and `estimate_memory`. The scaling milestone uses them.
+# Given package files beside this module (product code, not the lesson; read them once your GPT
+# works): `models/scaling.py` spells those counts out (the scaling milestone uses it);
+# `models/weights.py` saves and loads a GPT as one `.npz` (`allow_pickle=False`) and renames its
+# weights to PyTorch's layout; `models/huggingface.py` writes what `GPT2LMHeadModel` reads (a
+# pre-norm GPT with learned positions is GPT-2; docs/huggingface.md); `models/seq2seq.py` builds
+# the encoder (this stack without the mask) and the 2017 encoder-decoder, whose decoder blocks add
+# cross-attention to the encoder's output, from your blocks; the translate milestone trains it.
 
-# %% [markdown]
-# ## 8. The same parts build the other transformers
-#
-# A BERT-style **encoder** is this stack without the causal mask. An encoder-decoder (the 2017
-# translation model, T5) adds *cross-attention* to each decoder block: queries from the decoder,
-# keys and values from the encoder's output. `tinytorch/models/seq2seq.py` (given) builds
-# `TransformerEncoder`, `DecoderBlock` and `Seq2SeqTransformer` from your `TransformerBlock`,
-# `LayerNorm` and `MLP`; the translate milestone trains one. Read it once your GPT works.
 
 # %% [markdown]
 # ## Try it

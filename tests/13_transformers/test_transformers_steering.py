@@ -6,7 +6,7 @@ import torch
 
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.transformer import GPT
-from tinytorch.models.transformer import steer_logits
+from tinytorch.models.decoding import steer_logits
 
 
 def small_gpt(seed=0):

@@ -11,12 +11,8 @@ from tinytorch.core.attention import causal_mask
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.memo.kvcache import KVCache
-from tinytorch.models.transformer import (
-    _check_generate_args,
-    sample_next,
-    steer_logits,
-    token_ids_2d,
-)
+from tinytorch.models.decoding import _check_generate_args, steer_logits
+from tinytorch.models.transformer import sample_next, token_ids_2d
 
 
 def _heads(t: Tensor, num_heads: int) -> np.ndarray:
