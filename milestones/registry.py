@@ -82,9 +82,10 @@ class Milestone:
     # "Stated times"); `tito milestone list` and the README state them through `stated`
     seconds: tuple[float | None, float | None] = (None, None)
 
-    def stated(self, quick: bool) -> str:
-        """The run's length as the README and `tito milestone list` say it, e.g. "about 15 s"."""
-        return stated(self.seconds[0 if quick else 1])
+    def stated(self, quick: bool, brief: bool = False) -> str:
+        """The run's length as the README says it, e.g. "about 15 s"; `brief`, as `tito
+        milestone list` says it in a narrow column, e.g. "15 s"."""
+        return stated(self.seconds[0 if quick else 1], brief)
 
     @property
     def config(self):
@@ -102,15 +103,18 @@ class Milestone:
         return getattr(importlib.import_module(module), function)(self, options)
 
 
-def stated(seconds: float | None) -> str:
-    """A measured length of time, rounded the way a person would say it."""
+def stated(seconds: float | None, brief: bool = False) -> str:
+    """A measured length of time, rounded the way a person would say it (rounded up, so the
+    figure holds): "about 15 s", "about 4 minutes"; `brief`: "15 s", "4 min"."""
     if seconds is None:
-        return "not measured"
+        return "?" if brief else "not measured"
     if seconds < 10:
-        return "a few seconds"
-    if seconds < 90:  # rounded up, so the figure holds
-        return f"about {5 * math.ceil(seconds / 5)} s"
-    return f"about {math.ceil(seconds / 60)} minutes"
+        return "< 10 s" if brief else "a few seconds"
+    if seconds < 90:
+        said = f"{5 * math.ceil(seconds / 5)} s"
+    else:
+        said = f"{math.ceil(seconds / 60)} {'min' if brief else 'minutes'}"
+    return said if brief else f"about {said}"
 
 
 _GPT_MODULES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 17, 18)  # 08: windows; 17: KV cache

@@ -32,11 +32,11 @@ def test_the_list_is_in_historical_order_with_years_and_modules():
     result = runner.invoke(app, ["milestone", "list"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     lines = [line for line in result.output.splitlines() if line.startswith("│")]
-    names = [line.split("│")[2].strip() for line in lines]
+    names = [line.split("│")[2].split(":")[0].strip() for line in lines]
     years = [int(line.split("│")[1]) for line in lines]
     assert names[:4] == ["perceptron", "xor", "mlp", "cnn"] and years == sorted(years)
     assert set(names) == {m.name for m in milestones.MILESTONES}
-    rows = {line.split("│")[2].strip(): line for line in lines}
+    rows = {line.split("│")[2].split(":")[0].strip(): line for line in lines}
     assert "1957" in rows["perceptron"] and "01-03" in rows["perceptron"]
     assert "1998" in rows["cnn"] and "01-09" in rows["cnn"]
 
@@ -56,7 +56,11 @@ def test_the_list_marks_what_a_student_at_module_03_can_run(tmp_path, monkeypatc
         (package / f"{name}.py").write_text("")
     monkeypatch.setenv("TITO_ROOT", str(tmp_path))
     result = runner.invoke(app, ["milestone", "list"], env={"COLUMNS": "200"})
-    rows = {line.split("│")[2].strip(): line for line in result.output.splitlines() if "│" in line}
+    rows = {
+        line.split("│")[2].split(":")[0].strip(): line
+        for line in result.output.splitlines()
+        if "│" in line
+    }
     assert "yes" in rows["perceptron"] and "missing 04 05 06" in rows["xor"]
     assert "missing 04 05 06 07 08 09" in rows["cnn"]
 
@@ -157,3 +161,13 @@ def test_each_runs_on_a_package_of_only_its_modules(tmp_path, name):
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "summary.json" in done.stdout.splitlines()[-1]
+
+
+def test_the_list_fits_80_columns_without_cutting_a_word():
+    result = runner.invoke(app, ["milestone", "list"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in result.output
+    said = " ".join(line.split("│")[2].strip() for line in lines if line.startswith("│"))
+    for m in milestones.MILESTONES:
+        assert f"{m.name}: {m.description}" in said

@@ -109,13 +109,20 @@ def test_milestone_list_states_the_same_times():
 
     result = CliRunner().invoke(app, ["milestone", "list"], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
-    rows = {line.split("│")[2].strip(): line for line in result.output.splitlines() if "│" in line}
+    rows = {
+        line.split("│")[2].split(":")[0].strip(): line
+        for line in result.output.splitlines()
+        if "│" in line
+    }
     for m in milestones.MILESTONES:
-        assert f"{m.stated(True)} / {m.stated(False)}" in rows[m.name]
+        assert f"{m.stated(True, brief=True)} / {m.stated(False, brief=True)}" in rows[m.name]
 
 
 def test_stated_rounds_as_a_person_would():
     assert [milestones.registry.stated(s) for s in (None, 3, 12.5, 20, 170, 400)] == [
         "not measured", "a few seconds", "about 15 s", "about 20 s", "about 3 minutes",
         "about 7 minutes",
+    ]  # fmt: skip
+    assert [milestones.registry.stated(s, brief=True) for s in (None, 3, 12.5, 170)] == [
+        "?", "< 10 s", "15 s", "3 min"
     ]  # fmt: skip
