@@ -143,6 +143,19 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
 GIVEN: tuple[str, ...] = tuple(GIVEN_REQUIRES)
 
 
+def number_ranges(numbers: tuple[int, ...]) -> str:
+    """Module numbers with runs shortened: (1, 2, 3, 5, 7, 8, 9) -> "01-03 05 07-09"."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return " ".join(
+        f"{r[0]:02d}-{r[-1]:02d}" if len(r) > 2 else " ".join(f"{n:02d}" for n in r) for r in runs
+    )
+
+
 def complete_key(incomplete: str) -> list[str]:
     """Shell completion for a module argument: numbers and names that start with the input."""
     keys = [f"{m.number:02d}" for m in MODULES] + [m.slug for m in MODULES]

@@ -40,22 +40,9 @@ def list_milestones() -> None:
         )
         took = f"{m.stated(True, brief=True)} / {m.stated(False, brief=True)}"
         what = f"[name]{m.name}[/name]: {m.description}"
-        table.add_row(str(m.year), what, _ranges(m.requires), took, ready)
+        table.add_row(str(m.year), what, catalog.number_ranges(m.requires), took, ready)
     console.print(table)
     console.print("run one with [name]tito milestone run NAME[/name]")
-
-
-def _ranges(numbers: tuple[int, ...]) -> str:
-    """Module numbers with runs shortened: (1, 2, 3, 5, 7, 8, 9) -> "01-03 05 07-09"."""
-    runs: list[list[int]] = []
-    for n in sorted(numbers):
-        if runs and n == runs[-1][-1] + 1:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    return " ".join(
-        f"{r[0]:02d}-{r[-1]:02d}" if len(r) > 2 else " ".join(f"{n:02d}" for n in r) for r in runs
-    )
 
 
 @app.command()

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from tito import paths, progress
-from tito.catalog import MODULES, complete_key, find
+from tito.catalog import MODULES, complete_key, find, number_ranges
 from tito.console import console, fail, ok
 from tito.errors import TitoError
 from tito.report import LiveProgress, show_run
@@ -49,7 +49,7 @@ def _table(show_counts: bool) -> Table:
             m.slug,
             m.title,
             f"[{colours[st]}]{st}[/]",
-            " ".join(f"{n:02d}" for n in m.requires) or "-",
+            number_ranges(m.requires) or "-",
         ]
         if show_counts:
             rec = done.get(m.number)
