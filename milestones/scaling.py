@@ -97,9 +97,10 @@ def kv_cache_bytes_per_token(c: GPTConfig) -> int:
 
 def measured_kv_bytes_per_token(model: GPT, tokens: int = 8) -> float:
     """Bytes the model's KV caches hold after reading `tokens` tokens of one sequence, per token."""
-    caches = model.new_cache()  # one KVCache per block
-    with no_grad():
-        model(Tensor(np.zeros((1, tokens), dtype=np.int64)), cache=caches)
+    from tinytorch.memo.generation import cached_forward, new_caches  # module 17
+
+    caches = new_caches(model)  # one KVCache per block
+    cached_forward(model, np.zeros((1, tokens), dtype=np.int64), caches)
     return sum(c.k.nbytes + c.v.nbytes for c in caches) / tokens
 
 

@@ -53,7 +53,6 @@ from pathlib import Path
 import numpy as np
 
 from tinytorch.core.activations import softmax
-from tinytorch.core.autograd import no_grad
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import ShapeError, Tensor
 
@@ -91,8 +90,8 @@ def _mask_array(mask, scores_shape: tuple, dtype, hint: str = "") -> np.ndarray 
 # ## Masks
 #
 # `causal_mask(seq_len)` is the course's matrix `np.triu(np.ones((T, T)) * -np.inf, k=1)`: query i may
-# see keys 0..i. With a KV cache the new queries sit after `past_len` cached positions, so the
-# mask becomes `(seq_len, past_len + seq_len)` and query i sees keys 0..past_len + i.
+# see keys 0..i. When `past_len` earlier positions come first (module 17's KV cache keeps them),
+# the mask becomes `(seq_len, past_len + seq_len)` and query i sees keys 0..past_len + i.
 #
 # `padding_mask(lengths, seq_len)` blocks, for each batch row b, the keys at positions
 # `lengths[b]` and later. Its shape `(B, 1, 1, T)` broadcasts over heads and queries.
@@ -176,78 +175,17 @@ def scaled_dot_product_attention(q, k, v, mask=None) -> tuple[Tensor, Tensor]:
 
 
 # %% [markdown]
-# ## A KV cache for generation
-#
-# A GPT generating token t+1 recomputes keys and values for tokens 0..t that it already computed
-# for token t. A `KVCache` keeps them: each step projects only the new tokens, appends their k, v
-# and attends over everything. One cache per attention layer; it is for inference only (the
-# cached path builds no graph).
-
-
-# %% nbgrader={"grade": false, "grade_id": "kv-cache", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export
-class KVCache:
-    """Keys and values one attention layer has seen so far: `k`, `v` are (B, H, T_past, D) numpy.
-
-    They live in buffers with room to spare (doubled when full), so appending one position copies
-    one position, not the whole past; `k` and `v` are views of the filled part.
-    """
-
-    def __init__(self):
-        self._k: np.ndarray | None = None  # (B, H, capacity, D)
-        self._v: np.ndarray | None = None
-        self.length = 0
-
-    def __len__(self) -> int:
-        return self.length
-
-    @property
-    def k(self) -> np.ndarray | None:
-        return None if self._k is None else self._k[:, :, : self.length]
-
-    @property
-    def v(self) -> np.ndarray | None:
-        return None if self._v is None else self._v[:, :, : self.length]
-
-    def append(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Add the new positions' keys and values; return all of them."""
-        if self._k is not None and (
-            k.shape[:2] != self._k.shape[:2] or k.shape[-1] != self._k.shape[-1]
-        ):
-            raise ShapeError(
-                f"KVCache holds keys of shape {self.k.shape} but got {k.shape}; use one cache "
-                "per layer and the same batch size for every step (or a fresh KVCache)"
-            )
-        end = self.length + k.shape[-2]
-        if self._k is None or end > self._k.shape[-2]:
-            self._grow(k, v, capacity=max(2 * end, 64))
-        self._k[:, :, self.length : end] = k  # (B, H, T_new, D) into the free slots
-        self._v[:, :, self.length : end] = v
-        self.length = end
-        return self.k, self.v
-
-    def _grow(self, k: np.ndarray, v: np.ndarray, capacity: int) -> None:
-        """Move the cached positions into buffers that hold `capacity` positions."""
-        old_k, old_v = self.k, self.v
-        self._k = np.empty((*k.shape[:2], capacity, k.shape[-1]), dtype=k.dtype)
-        self._v = np.empty((*v.shape[:2], capacity, v.shape[-1]), dtype=v.dtype)
-        if old_k is not None:
-            self._k[:, :, : self.length] = old_k
-            self._v[:, :, : self.length] = old_v
-
-
-# %% [markdown]
 # ## `MultiHeadAttention`
 #
-# `forward(query, mask=None, *, key=None, value=None, cache=None)`:
+# `forward(query, mask=None, *, key=None, value=None)`:
 #
 # - **self-attention** `attn(x, mask)`: q, k and v all come from `x` (the course's
 #   `self.attention(normed, mask)`);
 # - **cross-attention** `attn(x, key=memory, value=memory, mask=...)`: queries from `x`, keys and
-#   values from another sequence (its length may differ; `value` defaults to `key`);
-# - **cached generation** `attn(x_new, mask, cache=kv)`: see `KVCache` (given code; module 17
-#   teaches caching). With more than one new token pass `causal_mask(T_new, past_len=len(kv))`.
-#   For cross-attention the cache stores the projected memory on the first call and reuses it.
+#   values from another sequence (its length may differ; `value` defaults to `key`).
+#
+# Generation that keeps earlier keys and values instead of recomputing them is module 17's
+# lesson (Memoization); this class stays the plain computation.
 #
 # You write the two reshapes and the forward:
 #
@@ -316,14 +254,10 @@ class MultiHeadAttention(Module):
         return self.out_proj(merged)
         ### END SOLUTION
 
-    def forward(self, query, mask=None, *, key=None, value=None, cache: KVCache | None = None):
+    def forward(self, query, mask=None, *, key=None, value=None):
         """(B, T_q, E) -> (B, T_q, E); self-attention unless key (and value) are given."""
         x = _tensor(query)
-        cross = key is not None
         key, value = self._check_inputs(x, key, value)
-        if cache is not None:
-            with no_grad():  # generation only: no graph, nothing kept alive
-                return self._forward_cached(x, mask, key, value, cache, cross)
         mask = self._scores_mask(mask, x.shape, key.shape[1], x.dtype)
         ### BEGIN SOLUTION
         q = self._split_heads(self.q_proj(x))  # (B, H, T_q, D)
@@ -356,22 +290,6 @@ class MultiHeadAttention(Module):
         hint = "; key and value are keyword-only: attn(x, key=memory, value=memory)"
         scores_shape = (q_shape[0], self.num_heads, q_shape[1], k_len)
         return _mask_array(mask, scores_shape, dtype, hint)
-
-    def _forward_cached(self, x, mask, key, value, cache: KVCache, cross: bool) -> Tensor:
-        """Like `forward`, but keys and values come from (and are added to) the cache."""
-        q = self._split_heads(self.q_proj(x))
-        if not cross:  # self-attention: the new positions' keys and values join the cache
-            new_k = self._split_heads(self.k_proj(x)).data
-            k, v = cache.append(new_k, self._split_heads(self.v_proj(x)).data)
-        else:  # cross-attention: the memory does not change while decoding, project it once
-            if cache.k is None:
-                memory_k = self._split_heads(self.k_proj(key)).data
-                cache.append(memory_k, self._split_heads(self.v_proj(value)).data)
-            k, v = cache.k, cache.v
-        mask = self._scores_mask(mask, x.shape, k.shape[-2], x.dtype)
-        out, weights = scaled_dot_product_attention(q, k, v, mask)
-        self.last_attention = weights.data if self.keep_attention else None
-        return self._merge_heads(out)
 
     def __repr__(self):
         return f"MultiHeadAttention(embed_dim={self.embed_dim}, num_heads={self.num_heads})"

@@ -54,7 +54,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tinytorch.core.attention import KVCache, MultiHeadAttention, causal_mask, check_heads
+from tinytorch.core.attention import MultiHeadAttention, causal_mask, check_heads
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding, PositionalEncoding
 from tinytorch.core.layers import Linear, Module
@@ -176,8 +176,7 @@ class MLP(Module):
 # why deep pre-norm stacks train without warm-up tricks. Post-norm pushes every gradient through a
 # normalisation per layer; `norm_first=False` builds it so you can compare.
 #
-# Write `forward` for both variants. Pass the mask (and the cache, used during generation) to the
-# attention by keyword.
+# Write `forward` for both variants, passing the mask on to the attention.
 
 
 # %% nbgrader={"grade": false, "grade_id": "block", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -195,14 +194,14 @@ class TransformerBlock(Module):
         self.ln2 = LayerNorm(embed_dim)
         self.norm_first = norm_first
 
-    def forward(self, x, mask=None, cache=None):
-        """(B, T, C) -> (B, T, C). `mask` is additive; `cache` is this block's KVCache."""
+    def forward(self, x, mask=None):
+        """(B, T, C) -> (B, T, C). `mask` is additive, e.g. the causal mask."""
         ### BEGIN SOLUTION
         if self.norm_first:
-            x = x + self.attention(self.ln1(x), mask, cache=cache)  # (B, T, C)
+            x = x + self.attention(self.ln1(x), mask)  # (B, T, C)
             x = x + self.mlp(self.ln2(x))
         else:
-            x = self.ln1(x + self.attention(x, mask, cache=cache))
+            x = self.ln1(x + self.attention(x, mask))
             x = self.ln2(x + self.mlp(x))
         ### END SOLUTION
         return x
@@ -326,20 +325,15 @@ def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng) 
 #   `position_embedding[t]` to its token vector. Positions exist only up to `max_seq_len`.
 #   `position="sinusoidal"` swaps in module 11's fixed sine/cosine table, looked up by the same ids.
 # - **The causal mask.** Position `i` may look at `j <= i` only. The additive mask has 0 on and below
-#   the diagonal and -inf above; after softmax the blocked weights are exactly 0. With a cache of
-#   `past` earlier positions, the `T` new queries see all `past` keys plus the causal part of the
-#   new ones: shape `(T, past + T)`, diagonal shifted by `past`.
+#   the diagonal and -inf above; after softmax the blocked weights are exactly 0.
 # - **Weight tying.** GPT-2 uses the token embedding matrix, transposed, as the output projection.
 #   The gradients from both uses accumulate into the one parameter.
 #
-# **The KV cache.** Generating token `n+1` with a plain forward recomputes keys and values for all
-# `n` earlier positions, although they have not changed. The cache keeps them per block, so each
-# step runs the network on one new position. When the sequence outgrows `max_seq_len` the window
-# slides: every position shifts by one, so every cached key is stale and the cache is refilled from
-# the cropped window. That keeps cached generation equal to recomputation.
+# Generating token `n+1` this way recomputes the keys and values of all `n` earlier positions,
+# although they have not changed; module 17 (Memoization) keeps them instead, for this same class.
 #
 # Write `GPT.forward` (embeddings, blocks, final norm, projection) and `_create_causal_mask`,
-# which hands module 12's `causal_mask(seq_len, past_len)` to the blocks as a Tensor.
+# which hands module 12's `causal_mask(seq_len)` to the blocks as a Tensor.
 
 
 # %% nbgrader={"grade": false, "grade_id": "gpt", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -419,48 +413,32 @@ class GPT(Module):
             config = PRESETS[config]
         return cls(**asdict(config))
 
-    def new_cache(self) -> list[KVCache]:
-        """One empty KVCache per block, for `forward(tokens, cache=...)`."""
-        return [KVCache() for _ in self.blocks]
-
-    def forward(self, tokens, cache: list[KVCache] | None = None):
-        """Logits (B, T, vocab_size). With `cache` (new_cache()), tokens continue its positions."""
+    def forward(self, tokens):
+        """Logits (B, T, vocab_size) for token ids (B, T)."""
         ids = token_ids_2d(tokens, self.vocab_size)
         batch, seq_len = ids.shape
-        past = 0 if cache is None else len(cache[0])
-        if past + seq_len > self.max_seq_len:
+        if seq_len > self.max_seq_len:
             raise ShapeError(
-                f"sequence of {past + seq_len} positions exceeds max_seq_len={self.max_seq_len}; "
+                f"sequence of {seq_len} positions exceeds max_seq_len={self.max_seq_len}; "
                 f"crop to the last {self.max_seq_len} tokens (generate() does this for you)"
             )
         ### BEGIN SOLUTION
-        positions = np.arange(past, past + seq_len)[None]  # (1, T)
+        positions = np.arange(seq_len)[None]  # (1, T)
         x = self.token_embedding(ids) + self.position_embedding(positions)  # (B, T, C)
-        mask = self._create_causal_mask(seq_len, past)  # (T, past + T)
-        for i, block in enumerate(self.blocks):
-            x = block(x, mask=mask, cache=None if cache is None else cache[i])
+        mask = self._create_causal_mask(seq_len)  # (T, T)
+        for block in self.blocks:
+            x = block(x, mask=mask)
         x = self.ln_f(x)  # (B, T, C)
         if self.lm_head is None:
             return x @ self.token_embedding.weight.T  # (B, T, vocab_size), tied weights
         return self.lm_head(x)  # (B, T, vocab_size)
         ### END SOLUTION
 
-    def _create_causal_mask(self, seq_len: int, past: int = 0) -> Tensor:
-        """Additive mask (seq_len, past + seq_len): 0 where query i may see key j, -inf after."""
+    def _create_causal_mask(self, seq_len: int) -> Tensor:
+        """Additive mask (seq_len, seq_len): 0 where query i may see key j <= i, -inf after."""
         ### BEGIN SOLUTION
-        return Tensor(causal_mask(seq_len, past))  # module 12 builds it; one definition
+        return Tensor(causal_mask(seq_len))  # module 12 builds it; one definition
         ### END SOLUTION
-
-    def _last_logits(self, tokens: np.ndarray, cache: list[KVCache] | None) -> np.ndarray:
-        """Logits (B, V) for the next position, extending `cache` while the context fits."""
-        window = tokens[:, -self.max_seq_len :]  # learned positions stop at max_seq_len
-        if cache is None:
-            return self.forward(window).data[:, -1]
-        past = len(cache[0])
-        if past != tokens.shape[1] - 1 or past >= self.max_seq_len:
-            cache[:] = self.new_cache()  # the window slid and every position moved: refill
-            return self.forward(window, cache=cache).data[:, -1]
-        return self.forward(tokens[:, -1:], cache=cache).data[:, -1]  # one new position
 
     @no_grad()
     def generate(self, prompt_tokens, max_new_tokens=50, temperature=1.0, top_k=None, seed=None,
@@ -486,9 +464,8 @@ class GPT(Module):
         rng = np.random.default_rng(seed)
         stopped = np.zeros(len(tokens), dtype=bool)
         for _ in range(max_new_tokens):
-            # logits of the last position of the context, cropped to max_seq_len
-            logits = self._last_logits(tokens, None)  # (B, V)
-            context = tokens[:, -self.max_seq_len :]
+            context = tokens[:, -self.max_seq_len :]  # learned positions stop at max_seq_len
+            logits = self.forward(context).data[:, -1]  # the last position's logits, (B, V)
             logits = steer_logits(logits, context, temperature, top_p, repetition_penalty)
             # temperature, optional top-k, one draw per batch row
             next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)

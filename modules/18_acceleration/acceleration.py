@@ -624,7 +624,7 @@ class DataParallel:
 # `layer.__class__ = Accelerated` where `Accelerated(FastAttention, MultiHeadAttention)`. The
 # model keeps its class, every layer stays an instance of its own class (`isinstance` holds),
 # parameters and `state_dict` are untouched, and `plain(model)` undoes it. The fast `forward`
-# hands anything it does not cover (a KV cache, a mask that is not additive floats, a wrong shape
+# hands anything it does not cover (a mask that is not additive floats, a wrong shape
 # and its error message) to the lesson's own `forward`.
 #
 # `parts` chooses what to swap: `"attention"` (module 12's `MultiHeadAttention`), `"layernorm"`
@@ -678,7 +678,7 @@ class FastAttention:
 
     recompute = False
 
-    def forward(self, query, mask=None, *, key=None, value=None, **options):
+    def forward(self, query, mask=None, *, key=None, value=None):
         x = _tensor(query)
         k_in = x if key is None else _tensor(key)
         v_in = k_in if value is None else _tensor(value)
@@ -687,9 +687,8 @@ class FastAttention:
         shapes_fit = shapes_fit and k_in.shape[:2] == v_in.shape[:2] and k_in.shape[0] == x.shape[0]
         scores = (x.shape[0], self.num_heads, x.shape[1], k_in.shape[1]) if shapes_fit else ()
         fits, mask_values = _float_mask(mask, scores, x.dtype) if shapes_fit else (False, None)
-        extra = any(v is not None for v in options.values())  # e.g. a KV cache
-        if not fits or extra or (key is None and value is not None):
-            return super().forward(query, mask, key=key, value=value, **options)
+        if not fits or (key is None and value is not None):
+            return super().forward(query, mask, key=key, value=value)
         keep = self._keep_weights if getattr(self, "keep_attention", False) else None
         self.last_attention = None
         if key is None:

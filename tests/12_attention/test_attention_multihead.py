@@ -6,13 +6,11 @@ import torch
 from fdcheck import check_graph
 
 from tinytorch.core.attention import (
-    KVCache,
     MultiHeadAttention,
     causal_mask,
     padding_mask,
     plot_attention,
 )
-from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import Tensor, precision
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -182,51 +180,6 @@ def test_weights_change_when_keys_change():
     np.testing.assert_allclose(attn.last_attention.sum(-1), 1.0, rtol=1e-5)
 
 
-def test_kv_cache_matches_the_full_computation():
-    np.random.seed(6)
-    attn = MultiHeadAttention(16, 4)
-    rng = np.random.default_rng(6)
-    x = _randn(rng, 2, 9, 16)
-    full = attn(x, causal_mask(9)).data
-    cache = KVCache()
-    with no_grad():
-        parts = [attn(x[:, :4], causal_mask(4), cache=cache)]  # the prompt
-        parts.append(attn(x[:, 4:6], causal_mask(2, past_len=len(cache)), cache=cache))
-        for t in range(6, 9):  # then one token at a time
-            parts.append(attn(x[:, t : t + 1], cache=cache))
-    assert len(cache) == 9 and cache.k.shape == (2, 4, 9, 4)
-    assert all(not p.requires_grad for p in parts)
-    np.testing.assert_allclose(np.concatenate([p.data for p in parts], axis=1), full, atol=1e-5)
-
-    memory = _randn(rng, 2, 5, 16)
-    full_cross = attn(x, key=memory).data
-    cross = KVCache()
-    steps = [attn(x[:, t : t + 1], key=memory, cache=cross).data for t in range(9)]
-    assert len(cross) == 5  # the memory was projected once
-    np.testing.assert_allclose(np.concatenate(steps, axis=1), full_cross, atol=1e-5)
-
-
-def test_kv_cache_holds_every_position_across_buffer_growth():
-    rng = np.random.default_rng(7)
-    cache = KVCache()
-    keys, values = [], []
-    for size in [5, *[1] * 70, 30, 100]:  # past the first buffer, then across two regrowths
-        k, v = rng.normal(size=(2, 3, size, 4)), rng.normal(size=(2, 3, size, 4))
-        keys.append(k)
-        values.append(v)
-        got_k, got_v = cache.append(k, v)
-        np.testing.assert_array_equal(got_k, np.concatenate(keys, axis=2))
-        np.testing.assert_array_equal(got_v, np.concatenate(values, axis=2))
-    assert len(cache) == 205 and cache.k.shape == cache.v.shape == (2, 3, 205, 4)
-    assert cache.k.nbytes == 2 * 3 * 205 * 4 * 8  # the filled positions, not the spare room
-
-
-def test_cache_path_records_no_graph_even_with_grad_on():
-    attn = MultiHeadAttention(8, 2)
-    out = attn(np.ones((1, 2, 8)), causal_mask(2), cache=KVCache())
-    assert not out.requires_grad and out._ctx is None
-
-
 def test_mask_and_input_errors_name_both_shapes():
     attn = MultiHeadAttention(8, 2)
     x = np.zeros((2, 5, 8))
@@ -238,10 +191,6 @@ def test_mask_and_input_errors_name_both_shapes():
         attn(np.zeros((5, 8)))
     with pytest.raises(ValueError, match="value was given without key"):
         attn(x, value=x)
-    with pytest.raises(ValueError, match="KVCache"):
-        cache = KVCache()
-        attn(x, cache=cache)
-        attn(np.zeros((3, 1, 8)), cache=cache)
 
 
 def test_seed_style_positional_mask_tensor():

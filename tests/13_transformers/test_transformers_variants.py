@@ -99,14 +99,8 @@ def test_every_variant_is_causal(rng, variant):
         assert not np.allclose(after[:, -1], logits[:, -1])  # the change itself is seen
 
 
-def test_sinusoidal_cache_equals_recomputation(rng):
+def test_sinusoidal_generation_is_the_same_with_module_17s_cache_and_without(rng):
     gpt = small_gpt(seed=2, position="sinusoidal")
-    tokens = rng.integers(0, 23, (2, 7))
-    cache = gpt.new_cache()
-    gpt.forward(tokens[:, :4], cache=cache)
-    for t in range(4, 7):  # each new position continues from the cached offset
-        step = gpt.forward(tokens[:, t : t + 1], cache=cache).data[:, 0]
-        np.testing.assert_allclose(step, gpt(tokens[:, : t + 1]).data[:, -1], atol=1e-5)
     prompt = rng.integers(0, 23, (2, 5))  # 5 + 15 new tokens slides past max_seq_len=12
     cached = gpt.generate(prompt, max_new_tokens=15, temperature=0)
     plain = gpt.generate(prompt, max_new_tokens=15, temperature=0, use_cache=False)

@@ -165,11 +165,6 @@ def test_a_structurally_pruned_gpt_is_smaller_and_still_generates(rng):
     tokens = rng.integers(0, 20, size=(2, 6))
     out = slim.generate(tokens, 8, temperature=0, use_cache=False)
     assert out.shape == (2, 14)
-    cache = slim.new_cache()  # GPT's own cache path merges the heads through PrunedAttention
-    with no_grad():
-        np.testing.assert_allclose(
-            slim(tokens, cache=cache).data, slim(tokens).data, rtol=1e-5, atol=1e-5
-        )
 
 
 @pytest.mark.parametrize(

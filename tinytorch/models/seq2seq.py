@@ -10,7 +10,7 @@ Given product code (tito/catalog.py GIVEN), not a lesson: it builds on module 13
 
 import numpy as np
 
-from tinytorch.core.attention import KVCache, MultiHeadAttention, causal_mask
+from tinytorch.core.attention import MultiHeadAttention, causal_mask
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding
 from tinytorch.core.layers import Linear, Module
@@ -41,15 +41,14 @@ class DecoderBlock(Module):
         self.ln2 = LayerNorm(embed_dim)
         self.norm_first = norm_first
 
-    def forward(self, x, memory, mask=None, memory_mask=None, cache=None):
-        """(B, T, C) -> (B, T, C). `cache` is this block's (self, cross) pair of KVCaches."""
-        self_cache, cross_cache = (None, None) if cache is None else cache
-        cross = dict(key=memory, value=memory, mask=memory_mask, cache=cross_cache)
+    def forward(self, x, memory, mask=None, memory_mask=None):
+        """(B, T, C) -> (B, T, C): `mask` over the target, `memory_mask` over the source."""
+        cross = dict(key=memory, value=memory, mask=memory_mask)
         if self.norm_first:
-            x = x + self.self_attention(self.ln1(x), mask, cache=self_cache)  # (B, T, C)
+            x = x + self.self_attention(self.ln1(x), mask)  # (B, T, C)
             x = x + self.cross_attention(self.ln_cross(x), **cross)  # (B, T, C)
             return x + self.mlp(self.ln2(x))
-        x = self.ln1(x + self.self_attention(x, mask, cache=self_cache))
+        x = self.ln1(x + self.self_attention(x, mask))
         x = self.ln_cross(x + self.cross_attention(x, **cross))
         return self.ln2(x + self.mlp(x))
 
@@ -111,23 +110,16 @@ class Seq2SeqTransformer(Module):
         """The encoder's output (B, S, C): the `memory` every decoder block attends to."""
         return self.encoder(source, mask=source_mask)
 
-    def new_cache(self) -> list[tuple[KVCache, KVCache]]:
-        """A (self-attention, cross-attention) pair of empty KVCaches per decoder block."""
-        return [(KVCache(), KVCache()) for _ in self.blocks]
-
-    def decode(self, target, memory, memory_mask=None, cache=None):
-        """Logits (B, T, vocab). With `cache` (new_cache()), `target` continues its positions."""
+    def decode(self, target, memory, memory_mask=None):
+        """Logits (B, T, vocab) of the target prefix, attending to the encoder's `memory`."""
         ids = token_ids_2d(target, self.vocab_size)  # (B, T)
         seq_len = ids.shape[1]
-        past = 0 if cache is None else len(cache[0][0])
-        _check_length(past + seq_len, self.max_seq_len, "target")
-        positions = np.arange(past, past + seq_len)[None]  # (1, T)
+        _check_length(seq_len, self.max_seq_len, "target")
+        positions = np.arange(seq_len)[None]  # (1, T)
         x = self.token_embedding(ids) + self.position_embedding(positions)  # (B, T, C)
-        # causal over the cached and new positions; one new query may see them all: no mask
-        mask = None if seq_len == 1 else causal_mask(seq_len, past_len=past)
-        for i, block in enumerate(self.blocks):
-            x = block(x, memory, mask=mask, memory_mask=memory_mask,
-                      cache=None if cache is None else cache[i])  # fmt: skip
+        mask = None if seq_len == 1 else causal_mask(seq_len)  # one query may see itself
+        for block in self.blocks:
+            x = block(x, memory, mask=mask, memory_mask=memory_mask)
         return self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
 
     @no_grad()

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tinytorch.core.attention import KVCache, MultiHeadAttention, causal_mask, check_heads
+from tinytorch.core.attention import MultiHeadAttention, causal_mask, check_heads
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding, PositionalEncoding
 from tinytorch.core.layers import Linear, Module
@@ -38,13 +38,13 @@ class TransformerBlock(Module):
         self.ln2 = LayerNorm(embed_dim)
         self.norm_first = norm_first
 
-    def forward(self, x, mask=None, cache=None):
-        """(B, T, C) -> (B, T, C). `mask` is additive; `cache` is this block's KVCache."""
+    def forward(self, x, mask=None):
+        """(B, T, C) -> (B, T, C). `mask` is additive, e.g. the causal mask."""
         if self.norm_first:
-            x = x + self.attention(self.ln1(x), mask, cache=cache)  # (B, T, C)
+            x = x + self.attention(self.ln1(x), mask)  # (B, T, C)
             x = x + self.mlp(self.ln2(x))
         else:
-            x = self.ln1(x + self.attention(x, mask, cache=cache))
+            x = self.ln1(x + self.attention(x, mask))
             x = self.ln2(x + self.mlp(x))
         return x
 
@@ -192,44 +192,28 @@ class GPT(Module):
             config = PRESETS[config]
         return cls(**asdict(config))
 
-    def new_cache(self) -> list[KVCache]:
-        """One empty KVCache per block, for `forward(tokens, cache=...)`."""
-        return [KVCache() for _ in self.blocks]
-
-    def forward(self, tokens, cache: list[KVCache] | None = None):
-        """Logits (B, T, vocab_size). With `cache` (new_cache()), tokens continue its positions."""
+    def forward(self, tokens):
+        """Logits (B, T, vocab_size) for token ids (B, T)."""
         ids = token_ids_2d(tokens, self.vocab_size)
         batch, seq_len = ids.shape
-        past = 0 if cache is None else len(cache[0])
-        if past + seq_len > self.max_seq_len:
+        if seq_len > self.max_seq_len:
             raise ShapeError(
-                f"sequence of {past + seq_len} positions exceeds max_seq_len={self.max_seq_len}; "
+                f"sequence of {seq_len} positions exceeds max_seq_len={self.max_seq_len}; "
                 f"crop to the last {self.max_seq_len} tokens (generate() does this for you)"
             )
-        positions = np.arange(past, past + seq_len)[None]  # (1, T)
+        positions = np.arange(seq_len)[None]  # (1, T)
         x = self.token_embedding(ids) + self.position_embedding(positions)  # (B, T, C)
-        mask = self._create_causal_mask(seq_len, past)  # (T, past + T)
-        for i, block in enumerate(self.blocks):
-            x = block(x, mask=mask, cache=None if cache is None else cache[i])
+        mask = self._create_causal_mask(seq_len)  # (T, T)
+        for block in self.blocks:
+            x = block(x, mask=mask)
         x = self.ln_f(x)  # (B, T, C)
         if self.lm_head is None:
             return x @ self.token_embedding.weight.T  # (B, T, vocab_size), tied weights
         return self.lm_head(x)  # (B, T, vocab_size)
 
-    def _create_causal_mask(self, seq_len: int, past: int = 0) -> Tensor:
-        """Additive mask (seq_len, past + seq_len): 0 where query i may see key j, -inf after."""
-        return Tensor(causal_mask(seq_len, past))  # module 12 builds it; one definition
-
-    def _last_logits(self, tokens: np.ndarray, cache: list[KVCache] | None) -> np.ndarray:
-        """Logits (B, V) for the next position, extending `cache` while the context fits."""
-        window = tokens[:, -self.max_seq_len :]  # learned positions stop at max_seq_len
-        if cache is None:
-            return self.forward(window).data[:, -1]
-        past = len(cache[0])
-        if past != tokens.shape[1] - 1 or past >= self.max_seq_len:
-            cache[:] = self.new_cache()  # the window slid and every position moved: refill
-            return self.forward(window, cache=cache).data[:, -1]
-        return self.forward(tokens[:, -1:], cache=cache).data[:, -1]  # one new position
+    def _create_causal_mask(self, seq_len: int) -> Tensor:
+        """Additive mask (seq_len, seq_len): 0 where query i may see key j <= i, -inf after."""
+        return Tensor(causal_mask(seq_len))  # module 12 builds it; one definition
 
     @no_grad()
     def generate(self, prompt_tokens, max_new_tokens=50, temperature=1.0, top_k=None, seed=None,
@@ -255,9 +239,8 @@ class GPT(Module):
         rng = np.random.default_rng(seed)
         stopped = np.zeros(len(tokens), dtype=bool)
         for _ in range(max_new_tokens):
-            # logits of the last position of the context, cropped to max_seq_len
-            logits = self._last_logits(tokens, None)  # (B, V)
-            context = tokens[:, -self.max_seq_len :]
+            context = tokens[:, -self.max_seq_len :]  # learned positions stop at max_seq_len
+            logits = self.forward(context).data[:, -1]  # the last position's logits, (B, V)
             logits = steer_logits(logits, context, temperature, top_p, repetition_penalty)
             # temperature, optional top-k, one draw per batch row
             next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
