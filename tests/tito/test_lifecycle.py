@@ -6,6 +6,8 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
+from typer.testing import CliRunner
 
 from tito import notebooks
 from tito.catalog import find
@@ -79,6 +81,21 @@ def test_reset_keeps_a_backup_and_restores(project, cli):
     assert len(backups) == 1 and "MY EDIT" in backups[0].read_text()
     assert "MY EDIT" not in path.read_text()
     assert cli("module", "export", "--all", "--check").exit_code == 0
+
+
+@pytest.mark.parametrize("answer", ["n\n", ""], ids=["no", "no answer"])
+def test_reset_without_a_yes_changes_nothing_and_says_how(project, answer):
+    from tito.main import app
+
+    cli_ = CliRunner()
+    cli_.invoke(app, ["module", "open", "1"])
+    path = project.joinpath(*NB)
+    path.write_text(path.read_text().replace("TODO", "MY EDIT", 1))
+    result = cli_.invoke(app, ["module", "reset", "1"], input=answer)
+    assert result.exit_code == 1, result.output
+    assert "not reset; nothing changed" in result.output and "reset 1 --yes" in result.output
+    assert "Aborted" not in result.output and "MY EDIT" in path.read_text()
+    assert not (path.parent / "backups").exists()
 
 
 def test_export_check_detects_a_hand_edit(project, cli):

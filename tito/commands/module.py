@@ -259,7 +259,16 @@ def reset(
         console.print(f"module {m.name} was never opened; nothing to reset.")
         return
     if not yes and paths.notebook(m).exists():
-        typer.confirm(f"Reset module {m.name}? Your notebook is kept as a backup.", abort=True)
+        question = f"Reset module {m.name}? Your notebook is kept as a backup."
+        try:
+            answer = typer.confirm(question)
+        except typer.Abort:  # no answer: the input ended or Ctrl-C
+            answer = False
+        if not answer:
+            raise TitoError(
+                f"module {m.name} not reset; nothing changed",
+                hint=f"answer y, or reset without a question: tito module reset {m.number} --yes",
+            )
     backup = lifecycle.reset(m)
     if backup is not None:
         console.print(f"your notebook was saved to {paths.shown(backup)}")
