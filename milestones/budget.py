@@ -113,6 +113,8 @@ def train(
     for late in out.glob("step-*.npz"):
         if not saved or late != saved[-1][1]:
             late.unlink()  # saved after the budget was spent
+    for partial in out.glob(".step-*.npz.*.tmp"):
+        partial.unlink()  # a save the kill cut short (write_atomic's temporary twin)
     if not saved:
         error = (proc.stderr.read().strip().splitlines() or ["no checkpoint in time"])[-1]
         raise MilestoneError(

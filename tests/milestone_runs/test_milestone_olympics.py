@@ -187,6 +187,19 @@ def test_cpu_time_is_read_from_the_kernel():
     assert budget.cpu_seconds(os.getpid()) > first > 0
 
 
+def test_a_save_cut_short_by_the_budget_leaves_no_temporary_file(tmp_path):
+    from milestones import budget
+
+    out = tmp_path / "entry"
+    out.mkdir()
+    # what the kill leaves when it lands inside write_atomic: the temporary twin of a checkpoint
+    (out / ".step-5.npz.k3j2x9.tmp").write_bytes(b"half a checkpoint")
+    job = budget.settings({"train": {"config": "nano", "batch_size": 8}})
+    used = budget.train(job, [], out, 4.0, None)
+    assert 0 < used <= 4.0
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.npz"]
+
+
 def test_the_quality_event_trains_both_models_within_the_budget(trained):
     (trained / "olympics.json").write_text(
         json.dumps(
