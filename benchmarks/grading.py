@@ -20,8 +20,9 @@ from pathlib import Path
 
 import nbformat
 
-from tito import course, grading
-from tito.catalog import find
+from tito.curriculum.catalog import find
+from tito.grading import course
+from tito.grading import nbgrader as grading
 
 
 def _class(source, release, count: int) -> dict[str, object]:

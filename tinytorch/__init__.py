@@ -1,7 +1,7 @@
 """tinytorch: a deep-learning framework built in numpy, one course module at a time.
 
 Each file under this package is generated from modules/ by `tito module export`, except the
-given files (tito/catalog.py GIVEN: the `__init__` files, the name table, product code such as
+given files (tito/curriculum/catalog.py GIVEN: the `__init__` files, the name table, product code such as
 the Hugging Face export). Names resolve on first use (a module `__getattr__` built from the one
 table in `tinytorch/names.py`), so `import tinytorch` works at every stage of the course, and a
 name whose module is not in the package yet says which module to complete.

@@ -15,7 +15,7 @@ import importlib
 import sys
 import types
 
-# The course module that writes each home file (tito/catalog.py's exports say the same; a test
+# The course module that writes each home file (tito/curriculum/catalog.py's exports say the same; a test
 # compares them). Given files are not listed: they are always in the package.
 COURSE = {
     "core.tensor": "01 tensor",

@@ -1,5 +1,5 @@
 """python -m tito: the same command line as `tito`."""
 
-from tito.main import run
+from tito.cli.main import run
 
 run()

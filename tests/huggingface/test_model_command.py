@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 from tinytorch.models.transformer import GPT
 from tinytorch.models.weights import load_model, save_model
 from tinytorch.text.tokenization import BPETokenizer, CharTokenizer
-from tito.commands.model import read_model
-from tito.main import app
+from tito.cli.main import app
+from tito.cli.model import read_model
 
 runner = CliRunner()
 PROSE = "the cat sat on the mat. the dog ran to the park. the bird sang in the tree. " * 12

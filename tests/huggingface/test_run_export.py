@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from milestones.runs import load_run
 from tinytorch.text.tokenization import BPETokenizer, CharTokenizer
-from tito.main import app
+from tito.cli.main import app
 
 runner = CliRunner()
 PROSE = (

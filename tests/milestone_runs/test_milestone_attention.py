@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from milestones import attention
-from tito.main import app
+from tito.cli.main import app
 
 
 def said(result):

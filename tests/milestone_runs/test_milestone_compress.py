@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from milestones import compress, training
 from tinytorch.compress.quantization import QuantizedLinear, named_modules
-from tito.main import app
+from tito.cli.main import app
 
 PROSE = (
     "The cat sat on the mat, the dog ran to the park, and the bird sang in the tree by the "

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tito.main import app
+from tito.cli.main import app
 
 PROSE = "the cat sat on the mat and the dog ran to the park by the river. " * 20
 runner = CliRunner()

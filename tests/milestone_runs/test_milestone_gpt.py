@@ -19,8 +19,8 @@ from milestones import gpt as gpt_milestone
 from milestones.scaling import exact_formula
 from tinytorch.models.scaling import count_parameters
 from tinytorch.models.transformer import GPT
-from tito.main import app
-from tito.paths import PACKAGE_ROOT
+from tito.cli.main import app
+from tito.curriculum.paths import PACKAGE_ROOT
 
 PROSE = (
     "A small model reads this text one character at a time and learns which letter tends to "

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from milestones import gpt as gpt_milestone
 from milestones.corpus import default_corpus
-from tito import paths
-from tito.main import app
+from tito.cli.main import app
+from tito.curriculum import paths
 
 REAL_WORDS = 0.65  # share of a sample's words that occur in the training text
 MOST_REPEATS = 3  # times any run of three words may occur in one sample

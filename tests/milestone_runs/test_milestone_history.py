@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 import milestones
 from milestones import cnn, history, perceptron, xor
-from tito.main import app
+from tito.cli.main import app
 
 runner = CliRunner()
 
@@ -139,8 +139,8 @@ def test_each_runs_on_a_package_of_only_its_modules(tmp_path, name):
     import subprocess
     import sys
 
-    from tito.catalog import GIVEN, MODULES
-    from tito.paths import PACKAGE_ROOT
+    from tito.curriculum.catalog import GIVEN, MODULES
+    from tito.curriculum.paths import PACKAGE_ROOT
 
     milestone = milestones.find(name)
     keep = {p.as_posix() for m in MODULES if m.number in milestone.requires

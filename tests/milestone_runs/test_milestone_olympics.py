@@ -12,7 +12,7 @@ from milestones import corpus, olympics
 from milestones.errors import MilestoneError
 from milestones.runs import load_run
 from tinytorch.olympics.rules import EVENTS, Measured, score, violation
-from tito.main import app
+from tito.cli.main import app
 
 runner = CliRunner()
 PROSE = (

@@ -10,7 +10,7 @@ import pytest
 
 import milestones
 from tinytorch.models.transformer import PRESETS
-from tito.catalog import MODULES
+from tito.curriculum.catalog import MODULES
 
 SOURCES = sorted((Path(milestones.__file__).parent).glob("*.py"))
 
@@ -105,7 +105,7 @@ def test_the_readme_states_the_registrys_times(name, quick, sentence):
 def test_milestone_list_states_the_same_times():
     from typer.testing import CliRunner
 
-    from tito.main import app
+    from tito.cli.main import app
 
     result = CliRunner().invoke(app, ["milestone", "list"], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from milestones import scaling
 from tinytorch.models.scaling import count_parameters, estimate_parameters
 from tinytorch.models.transformer import GPT, PRESETS, GPTConfig
-from tito.main import app
+from tito.cli.main import app
 
 SMALL = [
     GPTConfig(65, 32, 1, 2, max_seq_len=16),

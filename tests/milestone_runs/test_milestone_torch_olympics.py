@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from milestones import torch_olympics
-from tito.main import app
+from tito.cli.main import app
 
 runner = CliRunner()
 PNG = b"\x89PNG\r\n\x1a\n"

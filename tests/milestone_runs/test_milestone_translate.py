@@ -10,7 +10,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from milestones import numbers, translate
-from tito.main import app
+from tito.cli.main import app
 
 runner = CliRunner()
 

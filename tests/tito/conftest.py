@@ -7,7 +7,7 @@ import postgres_server
 import pytest
 from typer.testing import CliRunner
 
-from tito.paths import PACKAGE_ROOT
+from tito.curriculum.paths import PACKAGE_ROOT
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def project(tmp_path, monkeypatch):
 
 @pytest.fixture
 def cli():
-    from tito.main import app
+    from tito.cli.main import app
 
     runner = CliRunner()
 

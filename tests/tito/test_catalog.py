@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from tito import exporter, notebooks
-from tito.catalog import MODULES, find
-from tito.paths import PACKAGE_ROOT
+from tito.curriculum import exporter, notebooks
+from tito.curriculum.catalog import MODULES, find
+from tito.curriculum.paths import PACKAGE_ROOT
 
 LINE_BUDGET = 500
 
@@ -45,7 +45,7 @@ def test_tests_import_only_earlier_modules(module):
 
 
 def test_every_graded_cell_is_a_probe():
-    """The judge compares a probe's numbers (tito/judge.py); a plain assert cell cannot be
+    """The judge compares a probe's numbers (tito/grading/judge.py); a plain assert cell cannot be
     judged, so every test in a graded cell is an @graded probe (it runs when defined)."""
     for module in MODULES:
         nb = notebooks.read_source(PACKAGE_ROOT / module.source)
@@ -88,7 +88,7 @@ def test_export_cells_carry_no_name_guard(module):
 
 
 def test_given_product_code_is_not_also_in_a_lesson():
-    from tito.catalog import GIVEN
+    from tito.curriculum.catalog import GIVEN
 
     given = set()
     for rel in GIVEN:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tito.catalog import MODULES
+from tito.curriculum.catalog import MODULES
 
 
 def test_errors_and_hints_go_to_stderr(project, cli):
@@ -39,7 +39,7 @@ def test_python_dash_m_runs_tito_and_tito_main_is_not_silent(project):
         [sys.executable, "-m", "tito", "--version"], capture_output=True, text=True, env=env
     )
     assert version.returncode == 0 and version.stdout.startswith("tito ")
-    bare = subprocess.run([sys.executable, "-m", "tito.main"], capture_output=True, text=True)
+    bare = subprocess.run([sys.executable, "-m", "tito.cli.main"], capture_output=True, text=True)
     assert bare.returncode != 0 and "Usage: tito" in bare.stdout + bare.stderr
 
 
@@ -64,8 +64,8 @@ def _closure(module) -> set[int]:
 
 
 def test_test_takes_a_name_and_all(project, cli, monkeypatch):
-    import tito.commands.test as command
-    from tito.runner import TestRun
+    import tito.cli.test as command
+    from tito.student.runner import TestRun
 
     ran = []
 
@@ -108,7 +108,7 @@ def test_open_jupyter_without_jupyterlab_is_one_line_and_fails(project, cli, mon
 
 
 def test_a_file_that_cannot_be_written_is_named_in_one_line(project, cli, monkeypatch):
-    from tito import paths
+    from tito.curriculum import paths
 
     def refuse(path, text):
         raise PermissionError(13, "Permission denied", str(path))

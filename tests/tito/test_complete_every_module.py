@@ -12,9 +12,9 @@ import sys
 import nbformat
 import pytest
 
-from tito import notebooks
-from tito.catalog import MODULES
-from tito.paths import PACKAGE_ROOT
+from tito.curriculum import notebooks
+from tito.curriculum.catalog import MODULES
+from tito.curriculum.paths import PACKAGE_ROOT
 
 
 @pytest.fixture

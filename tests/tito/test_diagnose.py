@@ -6,9 +6,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tito import notebooks, paths
-from tito.catalog import find
-from tito.diagnose import diagnose, reference_trace
+from tito.curriculum import notebooks, paths
+from tito.curriculum.catalog import find
+from tito.student.diagnose import diagnose, reference_trace
 
 MODULES = (1, 4, 5, 12, 13)
 _references = {}
@@ -142,7 +142,7 @@ def test_a_notebook_in_the_workspace_is_the_default(project, cli):
 
 
 def test_a_submission_is_diagnosed_in_the_grading_sandbox_the_same_way(tmp_path):
-    from tito.diagnose import explain, submission_trace
+    from tito.student.diagnose import explain, submission_trace
 
     number, old, new = LOSS_BUG[:3]
     notebook = nbformat.read(planted(number, old, new, tmp_path), 4)
@@ -164,7 +164,7 @@ def test_it_needs_no_grading_tools(tmp_path):
 
     path = planted(*LOSS_BUG[:3], tmp_path)
     program = (
-        "import sys; sys.modules['nbgrader'] = None; from tito.main import run; "
+        "import sys; sys.modules['nbgrader'] = None; from tito.cli.main import run; "
         f"sys.argv = ['tito', 'diagnose', '4', '--notebook', {str(path)!r}]; run()"
     )
     run = subprocess.run(

@@ -1,9 +1,10 @@
-"""tito/divergence.py names the shape of an error: each slip below, planted in a real value."""
+"""tito/student/divergence.py names the shape of an error: each slip below, planted in a real
+value."""
 
 import numpy as np
 import pytest
 
-from tito.divergence import compare
+from tito.student.divergence import compare
 
 rng = np.random.default_rng(7)
 X = rng.normal(size=(3, 5, 8))

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tito.paths import PACKAGE_ROOT
+from tito.curriculum.paths import PACKAGE_ROOT
 
 DOCS = sorted((PACKAGE_ROOT / "docs").glob("*.md")) + [PACKAGE_ROOT / "data" / "README.md"]
 # every page names repository paths from the top (`tito/...`); a path inside an instructor's

@@ -16,10 +16,10 @@ import nbformat
 import pytest
 from nbdev.export import nb_export
 
-from tito import exporter, notebooks
-from tito.catalog import MODULES
-from tito.notebooks import BEGIN_SOLUTION, END_SOLUTION
-from tito.paths import PACKAGE_ROOT
+from tito.curriculum import exporter, notebooks
+from tito.curriculum.catalog import MODULES
+from tito.curriculum.notebooks import BEGIN_SOLUTION, END_SOLUTION
+from tito.curriculum.paths import PACKAGE_ROOT
 
 
 def code_lines(text: str) -> list[str]:

@@ -9,8 +9,8 @@ import textwrap
 import nbformat
 import pytest
 
-from tito import notebooks
-from tito.catalog import CourseModule, find
+from tito.curriculum import notebooks
+from tito.curriculum.catalog import CourseModule, find
 
 FAKE = CourseModule(99, "fake", "Fake", (), (), "tests/99_fake")
 
@@ -79,8 +79,8 @@ def fake_tests(project):
 def test_a_timeout_stops_the_whole_process_group_and_says_where(
     project, fake_tests, tmp_path, capsys
 ):
-    from tito.report import show_run
-    from tito.runner import run_tests
+    from tito.cli.report import show_run
+    from tito.student.runner import run_tests
 
     marker = tmp_path / "child.pid"
     fake_tests(
@@ -113,7 +113,7 @@ def test_a_timeout_stops_the_whole_process_group_and_says_where(
 
 def test_timeout_option_and_variable_are_checked(monkeypatch):
     from tito.errors import TitoError
-    from tito.runner import DEFAULT_TIMEOUT, timeout_seconds
+    from tito.student.runner import DEFAULT_TIMEOUT, timeout_seconds
 
     monkeypatch.delenv("TITO_TEST_TIMEOUT", raising=False)
     assert timeout_seconds() == DEFAULT_TIMEOUT and timeout_seconds(5) == 5
@@ -136,8 +136,8 @@ def test_a_flood_of_prints_keeps_memory_bounded(project, fake_tests):
         """
     )
     code = (
-        "import resource; from tito.runner import run_tests; "
-        "from tito.catalog import CourseModule; "
+        "import resource; from tito.student.runner import run_tests; "
+        "from tito.curriculum.catalog import CourseModule; "
         "run = run_tests(CourseModule(99, 'fake', 'Fake', (), (), 'tests/99_fake'), timeout=300); "
         "kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss; "
         # VmHWM, not RUSAGE_SELF: Linux carries ru_maxrss across exec from the forking pytest
@@ -145,7 +145,7 @@ def test_a_flood_of_prints_keeps_memory_bounded(project, fake_tests):
         "me = int(me.split()[1]); "
         "print(run.ok, run.passed, len(run.output), kids // 1024, me // 1024)"
     )
-    from tito.paths import PACKAGE_ROOT
+    from tito.curriculum.paths import PACKAGE_ROOT
 
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE_ROOT, check=True
@@ -156,7 +156,7 @@ def test_a_flood_of_prints_keeps_memory_bounded(project, fake_tests):
 
 
 def test_tito_test_maps_failures_to_the_notebook_the_package_came_from(project, cli, monkeypatch):
-    from tito import exporter
+    from tito.curriculum import exporter
 
     cli("module", "open", "1")
     path = notebook_path(project, "01_tensor", "tensor")

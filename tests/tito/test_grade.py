@@ -13,9 +13,10 @@ from nbformat.v4 import new_code_cell, new_output
 from nbgrader.utils import determine_grade
 from typer.testing import CliRunner, Result
 
-from tito import gradebook, grading
-from tito.catalog import CourseModule, find
-from tito.main import app
+from tito.cli.main import app
+from tito.curriculum.catalog import CourseModule, find
+from tito.grading import gradebook
+from tito.grading import nbgrader as grading
 
 # Per module: the solution cell a partial submission fills in, and the graded cells that then pass.
 PARTIAL = {

@@ -23,10 +23,12 @@ import pytest
 from nbformat.v4 import new_markdown_cell, new_output
 from typer.testing import CliRunner, Result
 
-from tito import course as course_folder
-from tito import gradebook, grading, paths
-from tito.catalog import find
-from tito.main import app
+from tito.cli.main import app
+from tito.curriculum import paths
+from tito.curriculum.catalog import find
+from tito.grading import course as course_folder
+from tito.grading import gradebook
+from tito.grading import nbgrader as grading
 
 MODULE = find(1)
 SOLUTION = "matmul"  # a solution cell of module 01

@@ -23,10 +23,11 @@ from nbformat.v4 import new_code_cell
 from nbgrader.api import Gradebook
 from typer.testing import CliRunner, Result
 
-from tito import course, gradebook, grading
-from tito.catalog import find
+from tito.cli.main import app
+from tito.curriculum.catalog import find
 from tito.errors import TitoError
-from tito.main import app
+from tito.grading import course, gradebook
+from tito.grading import nbgrader as grading
 
 MODULE = find(1)  # the cheapest module to grade
 NOTEBOOK = grading.notebook_file(MODULE)
@@ -138,7 +139,7 @@ def test_shards_split_the_class_and_share_one_gradebook(klass: Class):
     assert seen[0] | seen[1] == set(STUDENTS)
     for share, students in zip((1, 2), seen):
         assert all(zlib.crc32(s.encode()) % 2 == share - 1 for s in students)
-    with Gradebook(grading._api(klass.path).coursedir.db_url, course.COURSE_ID) as gb:
+    with Gradebook(course.nbgrader_api(klass.path).coursedir.db_url, course.COURSE_ID) as gb:
         assert {s.student.id for s in gb.assignment_submissions(MODULE.name)} == graded[0] | graded[
             1
         ]

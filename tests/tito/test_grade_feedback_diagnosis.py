@@ -5,9 +5,10 @@ the checks' code is on the page."""
 import nbformat
 from typer.testing import CliRunner
 
-from tito import grading, notebooks, paths
-from tito.catalog import find
-from tito.main import app
+from tito.cli.main import app
+from tito.curriculum import notebooks, paths
+from tito.curriculum.catalog import find
+from tito.grading import nbgrader as grading
 
 runner = CliRunner()
 MODULE = 4
@@ -62,7 +63,7 @@ def test_feedback_pages_say_where_the_numbers_first_differ(tmp_path):
 
 def test_a_large_modules_trace_comes_back_whole_from_the_sandbox():
     # module 13's four checks trace 3.8 MB of numbers and events: more than a check's output cap
-    from tito.diagnose import explain, reference_trace, submission_trace
+    from tito.student.diagnose import explain, reference_trace, submission_trace
 
     module = find(13)
     source = notebooks.read_source(paths.source(module))

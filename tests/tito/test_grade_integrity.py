@@ -6,7 +6,8 @@ repository's package and the other students stay untouched.
 
 One course folder holds every module (one `init`); each module is released and autograded once
 with two jobs, and the tests read the outcomes. The attacks of issue 22's table then run a
-second time with the static check (tito/refusals.py) switched off: the judge alone must hold.
+second time with the static check (tito/curriculum/refusals.py) switched off: the judge alone must
+hold.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from processes import running
 from trivial import all_trivial, gutted, trivial
 from typer.testing import CliRunner
 
-from tito import course as course_folder
-from tito import gradebook, grading, paths, refusals, scoring
-from tito.catalog import MODULES, CourseModule
-from tito.main import app
+from tito.cli.main import app
+from tito.curriculum import paths, refusals
+from tito.curriculum.catalog import MODULES, CourseModule
+from tito.grading import course as course_folder
+from tito.grading import gradebook, scoring
+from tito.grading import nbgrader as grading
+from tito.sandbox import limits
 
-TIMEOUT = 2  # seconds per cell: the stubborn loop costs 2 * TIMEOUT + scoring.SLACK once
+TIMEOUT = 2  # seconds per cell: the stubborn loop costs 2 * TIMEOUT + limits.SLACK once
 ATTACKED = (1, 5, 12, 13)
 
 
@@ -145,7 +149,7 @@ def attackers(course: Path, module: CourseModule, source, release) -> dict[str, 
 
 
 # Issue 22's table, each from the blank release (no real work), for a grader with no static
-# check: only the judge (tito/judge.py) stands between these and the points.
+# check: only the judge (tito/grading/judge.py) stands between these and the points.
 PASS_LINES = """\
 import gc
 for _o in gc.get_objects():
@@ -227,7 +231,7 @@ def stubborn(release):
 
 
 def _bound(code: str) -> set[str]:
-    from tito.refusals import bound_names, parse
+    from tito.curriculum.refusals import bound_names, parse
 
     return bound_names(parse(code))
 
@@ -418,7 +422,7 @@ def test_each_failure_names_its_real_cause_and_cell(graded):
     matmul = next(c for c in stubborn.checks if c.grade_id == "test-matmul")
     assert matmul.reason.startswith(f"timeout: stopped after {TIMEOUT} s")
     # stopped within its limit; the other two checks of that submission take a second or so
-    assert stubborn.seconds < scoring.check_limit(TIMEOUT) + 6
+    assert stubborn.seconds < limits.check_seconds(TIMEOUT) + 6
 
 
 @pytest.mark.parametrize(

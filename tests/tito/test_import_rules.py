@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tito.catalog import GIVEN, GIVEN_REQUIRES, MODULES, closure
-from tito.paths import PACKAGE_ROOT
+from tito.curriculum.catalog import GIVEN, GIVEN_REQUIRES, MODULES, closure
+from tito.curriculum.paths import PACKAGE_ROOT
 
 # what tinytorch may load besides numpy and the standard library, and only lazily (inside a
 # function): plots, BLAS thread limits, the Hugging Face export's file format
@@ -16,11 +16,11 @@ OPTIONAL = {"matplotlib", "threadpoolctl", "safetensors"}
 # the tito files that may use tinytorch (inside a function): carrying a trained model and measuring
 # the class's olympics entries, which need the package; the tracer, a child process that runs the
 # student's code
-OLYMPICS = {"tito/class_olympics.py", "tito/commands/olympics.py"}
+OLYMPICS = {"tito/grading/class_olympics.py", "tito/cli/olympics.py"}
 TITO_USES_TINYTORCH = {
-    "tito/commands/model.py", "tito/trace_runner.py", "tito/check_runner.py", *OLYMPICS
+    "tito/cli/model.py", "tito/sandbox/trace_runner.py", "tito/sandbox/check_runner.py", *OLYMPICS
 }  # fmt: skip
-TITO_USES_MILESTONES = {"tito/commands/milestone.py", "tito/commands/model.py", *OLYMPICS}
+TITO_USES_MILESTONES = {"tito/cli/milestone.py", "tito/cli/model.py", *OLYMPICS}
 
 
 def files(folder: str) -> list[Path]:
@@ -56,7 +56,7 @@ def imports(path: Path) -> list[tuple[str, bool]]:
 
 
 def owner(dotted: str) -> str:
-    """The package file `dotted` names, as tito/catalog.py writes paths."""
+    """The package file `dotted` names, as tito/curriculum/catalog.py writes paths."""
     path = Path(*dotted.split("."))
     return (
         path / "__init__.py" if (PACKAGE_ROOT / path).is_dir() else path.with_suffix(".py")
@@ -129,3 +129,81 @@ def test_the_rules_see_the_imports_they_forbid(tmp_path, monkeypatch):
     found = dict(imports(sample))
     assert found["safetensors.numpy"] is False and found["tinytorch.models.transformer"] is True
     assert allowed_modules("tinytorch/core/layers.py") == {1, 3}
+
+
+# tito's wings, top to bottom: a file may import its own wing and the wings below it, and the two
+# leaf files every wing may use; nothing imports upwards, and there is no circle anywhere in tito
+WINGS = ("cli", "grading", "student", "curriculum", "sandbox")
+LEAVES = {"tito.errors", "tito.inert"}
+
+
+def wing(dotted: str) -> str | None:
+    """The wing of a tito module name (None for the leaves and tito itself)."""
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in WINGS else None
+
+
+def tito_module(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE_ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def upward_imports(path: Path, name: str) -> list[str]:
+    """The imports of `path` (the tito module `name`) that leave its wing for one above it."""
+    here = wing(name)
+    allowed = set(WINGS[WINGS.index(here) :]) if here else set()
+    found = []
+    for dotted, _ in imports(path):
+        if dotted.split(".")[0] != "tito" or dotted in LEAVES or dotted == "tito":
+            continue
+        if wing(dotted) not in allowed:
+            found.append(f"{name} ({here}) imports {dotted} ({wing(dotted)})")
+    return found
+
+
+def circle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle of `graph` (module -> modules it imports), or []."""
+    seen: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, trail: list[str]) -> list[str]:
+        seen[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if seen.get(nxt) == 1:
+                return [*trail, node, nxt]
+            if nxt not in seen and (found := visit(nxt, [*trail, node])):
+                return found
+        seen[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in seen and (found := visit(node, [])):
+            return found
+    return []
+
+
+TITO = [p for p in files("tito") if p.name != "__main__.py"]
+
+
+@pytest.mark.parametrize("path", TITO, ids=rel)
+def test_tito_imports_only_its_own_wing_and_the_wings_below(path):
+    name = tito_module(path)
+    assert wing(name) is not None or name in LEAVES | {"tito"}, f"{rel(path)} is in no wing"
+    assert upward_imports(path, name) == []
+
+
+def test_tito_has_no_import_circle():
+    graph = {
+        tito_module(p): {d for d, _ in imports(p) if d.startswith("tito.")} - {tito_module(p)}
+        for p in TITO
+    }
+    assert circle(graph) == []
+
+
+def test_the_wing_rules_see_an_upward_import_and_a_circle(tmp_path):
+    sample = tmp_path / "x.py"
+    sample.write_text("def f():\n    from tito.grading import scoring\n")
+    assert upward_imports(sample, "tito.student.x") == [
+        "tito.student.x (student) imports tito.grading.scoring (grading)"
+    ]
+    assert upward_imports(sample, "tito.cli.x") == []
+    assert circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert circle({"a": {"b"}, "b": set()}) == []

@@ -2,9 +2,9 @@
 
 from typer.testing import CliRunner
 
-from tito import course
-from tito.main import app
-from tito.paths import PACKAGE_ROOT
+from tito.cli.main import app
+from tito.curriculum.paths import PACKAGE_ROOT
+from tito.grading import course
 
 
 def said(result) -> str:

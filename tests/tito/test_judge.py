@@ -9,8 +9,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from tito import npzwire
-from tito.judge import Numbers, compare_value, judge, read_numbers
+from tito.grading.judge import Numbers, compare_value, judge, read_numbers
+from tito.sandbox import npzwire
 
 
 def probe_numbers(arrays: dict, keys=None, error="", tolerance=None) -> Numbers:
@@ -117,7 +117,7 @@ def test_missing_extra_failed_or_absent_numbers_score_nothing():
 
 
 def test_a_seed_the_references_own_probe_fails_on_is_drawn_again(monkeypatch):
-    from tito import scoring
+    from tito.grading import scoring
 
     seeds = iter([11, 12, 13])
     monkeypatch.setattr(scoring, "new_seed", lambda: next(seeds))

@@ -9,8 +9,8 @@ import nbformat
 import pytest
 from typer.testing import CliRunner
 
-from tito import notebooks
-from tito.catalog import find
+from tito.curriculum import notebooks
+from tito.curriculum.catalog import find
 
 NB = ("workspace", "01_tensor", "tensor.ipynb")
 
@@ -85,7 +85,7 @@ def test_reset_keeps_a_backup_and_restores(project, cli):
 
 @pytest.mark.parametrize("answer", ["n\n", ""], ids=["no", "no answer"])
 def test_reset_without_a_yes_changes_nothing_and_says_how(project, answer):
-    from tito.main import app
+    from tito.cli.main import app
 
     cli_ = CliRunner()
     cli_.invoke(app, ["module", "open", "1"])
@@ -187,7 +187,7 @@ def test_tito_starts_without_click_or_the_grading_stack():
     # recent typer ships its own click, so click may be absent; nbgrader and nbformat are
     # imported by the commands that use them, so `tito --help` and `milestone` start fast
     code = (
-        "import sys; sys.modules['click'] = None; import tito.main; "
+        "import sys; sys.modules['click'] = None; import tito.cli.main; "
         "assert not {'nbgrader', 'nbformat', 'jupytext', 'numpy'} & set(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -224,7 +224,8 @@ def test_grading_without_nbgrader_says_how_to_install_it(project, cli, monkeypat
 
     for name in ["nbgrader", *[m for m in sys.modules if m.startswith("nbgrader.")]]:
         monkeypatch.setitem(sys.modules, name, None)  # as if nbgrader were not installed
-    monkeypatch.delitem(sys.modules, "tito.grading", raising=False)
+    for name in [m for m in sys.modules if m.startswith("tito.grading")]:
+        monkeypatch.delitem(sys.modules, name)  # imported afresh, without nbgrader
     monkeypatch.delattr(tito, "grading", raising=False)
     result = cli("grade", "report", "13")
     assert result.exit_code == 1

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from tinytorch import names
-from tito.catalog import GIVEN, MODULES
-from tito.paths import PACKAGE_ROOT
+from tito.curriculum.catalog import GIVEN, MODULES
+from tito.curriculum.paths import PACKAGE_ROOT
 
 PROMISES = [
     (name, f"tinytorch.{where}", path)

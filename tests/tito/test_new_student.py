@@ -10,8 +10,8 @@ import time
 import nbformat
 import pytest
 
-from tito import notebooks
-from tito.catalog import CourseModule, find
+from tito.curriculum import notebooks
+from tito.curriculum.catalog import CourseModule, find
 
 
 def test_a_misspelt_module_gets_a_suggestion(project, cli):
@@ -27,7 +27,7 @@ def test_a_module_can_be_named_by_the_path_a_shell_completed(key):
 
 
 def test_shell_completion_offers_module_numbers_and_names():
-    from tito.catalog import MODULES, complete_key
+    from tito.curriculum.catalog import MODULES, complete_key
 
     assert complete_key("t") == [m.slug for m in MODULES if m.slug.startswith("t")]
     assert "tensor" in complete_key("t") and "transformers" in complete_key("tr")
@@ -95,8 +95,8 @@ def test_a_renamed_class_is_explained_without_temporary_paths(project, cli, monk
 
 
 def test_ctrl_c_during_complete_leaves_everything_and_stops_the_tests(project, cli, monkeypatch):
-    from tito import lifecycle
-    from tito.runner import run_tests
+    from tito.student import lifecycle
+    from tito.student.runner import run_tests
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

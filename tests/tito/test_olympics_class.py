@@ -10,8 +10,8 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from tito import class_olympics
-from tito.main import app
+from tito.cli.main import app
+from tito.grading import class_olympics
 
 runner = CliRunner()
 

@@ -5,8 +5,8 @@ import shutil
 import subprocess
 import sys
 
-from tito.catalog import GIVEN
-from tito.paths import PACKAGE_ROOT
+from tito.curriculum.catalog import GIVEN
+from tito.curriculum.paths import PACKAGE_ROOT
 
 
 def test_a_package_with_only_module_01_imports_and_names_what_is_missing(tmp_path):

@@ -1,6 +1,7 @@
 """Every graded probe holds on the reference for many seeds, not only the notebook's.
 
-The grader calls each probe on a seed it draws (tito/scoring.py); an assertion of the probe's own
+The grader calls each probe on a seed it draws (tito/grading/scoring.py); an assertion of the
+probe's own
 that is tighter than float32 allows at some inputs would fail that check for a whole class on an
 unlucky seed. Each module's source runs once with the probes collected, then every probe runs on
 SEEDS fixed seeds (so this test is itself deterministic)."""
@@ -11,8 +12,8 @@ import sys
 
 import pytest
 
-from tito.catalog import MODULES
-from tito.paths import PACKAGE_ROOT
+from tito.curriculum.catalog import MODULES
+from tito.curriculum.paths import PACKAGE_ROOT
 
 SEEDS = 100
 

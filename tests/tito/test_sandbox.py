@@ -16,10 +16,13 @@ from pathlib import Path
 import pytest
 from processes import running
 
-from tito import course as course_folder
-from tito import grading, paths, sandbox
-from tito.catalog import find
+from tito.curriculum import paths
+from tito.curriculum.catalog import find
 from tito.errors import TitoError
+from tito.grading import course as course_folder
+from tito.grading import nbgrader as grading
+from tito.sandbox import bwrap as sandbox
+from tito.sandbox import limits
 
 
 def run(tmp_path: Path, code: str, timeout: float = 20, unsafe: bool = False):
@@ -209,8 +212,8 @@ def test_no_file_system_can_hold_much_memory(tmp_path):
     )
     done = run(tmp_path, code, timeout=60)
     held = {f: int(n) for f, n in re.findall(r"^(\S+) held (\d+) MiB$", done.output, re.M)}
-    assert held["/dev/shm"] <= sandbox.SHM_BYTES // 2**20, done.output
-    assert held["/tmp"] <= sandbox.TMP_BYTES // 2**20
+    assert held["/dev/shm"] <= limits.SHM_BYTES // 2**20, done.output
+    assert held["/tmp"] <= limits.TMP_BYTES // 2**20
     assert held["/"] == held["/dev"] == held[site_packages] == 0
     assert done.output.count("stopped") == 5
 
@@ -220,7 +223,7 @@ def test_memory_is_capped_for_the_process_and_where_possible_the_whole_sandbox(
 ):
     """(At a 256 MiB cap, to stay quick.) One process cannot take more than the cap; with a
     cgroup, two processes of 200 MiB each (each within its own limit) cannot either."""
-    monkeypatch.setattr(sandbox, "MEMORY_BYTES", 256 * 2**20)
+    monkeypatch.setattr(limits, "SANDBOX_MEMORY", 256 * 2**20)
     code = (
         "import os\n"
         "try:\n    big = bytearray(300 * 2**20)\n    print('one: held 300 MiB', flush=True)\n"
@@ -297,7 +300,7 @@ AS_A_USER = """
 import json, os, socket, sys
 sys.path[:0] = [REPO, SITE]
 from pathlib import Path
-from tito import sandbox
+from tito.sandbox import bwrap as sandbox
 sandbox.bwrap = lambda: Path(BWRAP)
 folder = Path(FOLDER)
 (folder / "script.py").write_text(CODE)

@@ -4,7 +4,7 @@ import os
 import re
 import subprocess
 
-from tito.paths import PACKAGE_ROOT
+from tito.curriculum.paths import PACKAGE_ROOT
 
 README = (PACKAGE_ROOT / "README.md").read_text()
 MAKEFILE = (PACKAGE_ROOT / "Makefile").read_text()

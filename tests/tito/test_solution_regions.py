@@ -10,10 +10,12 @@ import re
 
 import pytest
 
-from tito import notebooks, paths
-from tito.catalog import MODULES
+from tito.curriculum import notebooks, paths
+from tito.curriculum.catalog import MODULES
 
-FIRST_OPTIMIZATION_MODULE = 14  # modules 14-20 are the optimization tier (tito/catalog.py PLANNED)
+FIRST_OPTIMIZATION_MODULE = (
+    14  # modules 14-20 are the optimization tier (tito/curriculum/catalog.py PLANNED)
+)
 LESSONS = [m for m in MODULES if m.number < FIRST_OPTIMIZATION_MODULE]
 
 # rule -> (pattern, what it catches, a line it must catch, a plain line it must let through)

@@ -9,8 +9,8 @@ import stat
 import nbformat
 import pytest
 
-from tito import notebooks, paths
-from tito.catalog import find
+from tito.curriculum import notebooks, paths
+from tito.curriculum.catalog import find
 
 NB = ("workspace", "01_tensor", "tensor.ipynb")
 
@@ -48,7 +48,8 @@ def test_files_follow_the_umask(project, cli):
         cli("module", "open", "1")
         cli("module", "export", "1")
         cli("module", "reset", "1", "--yes")
-        from tito import paths, progress
+        from tito.curriculum import paths
+        from tito.student import progress
 
         paths.write_atomic(progress.file(), progress.with_record(3, 1, 0, {}))
     finally:

@@ -7,7 +7,7 @@ import pytest
 from rich.console import Console
 
 from benchmarks import report
-from tito.paths import PACKAGE_ROOT
+from tito.curriculum.paths import PACKAGE_ROOT
 
 RESULTS = json.loads((PACKAGE_ROOT / "benchmarks" / "results.json").read_text())
 QUALITY = {"steps": 2000, "val_loss": {"tinytorch": 1.5, "torch": 1.49}, "val_loss_gap": 0.01}

@@ -12,7 +12,7 @@ keep freed memory. `import tinytorch` runs it once; `TINYTORCH_KEEP_FREED_MEMORY
 allocator alone. Other platforms and C libraries are left as they are. `ctypes` is imported only
 inside the function.
 
-Given product code (tito/catalog.py GIVEN), not a lesson; it imports nothing from the course.
+Given product code (tito/curriculum/catalog.py GIVEN), not a lesson; it imports nothing from the course.
 """
 
 

@@ -3,7 +3,7 @@
 `from tinytorch.core.embeddings import Embedding` is `tinytorch.text.embeddings.Embedding`, imported
 on first use (`tinytorch/names.py`, the one table).
 
-Given (tito/catalog.py GIVEN): it only names what lives where.
+Given (tito/curriculum/catalog.py GIVEN): it only names what lives where.
 """
 
 from tinytorch.names import lazy_module

@@ -4,7 +4,7 @@ Module 13's GPT and its parts, with the given files beside them (saving, the PyT
 parameter arithmetic, the encoder-decoder models), offered under one path. Each name is imported
 from its home on first use (`tinytorch/names.py`, the one table).
 
-Given (tito/catalog.py GIVEN): it only names what lives where.
+Given (tito/curriculum/catalog.py GIVEN): it only names what lives where.
 """
 
 from tinytorch.names import lazy_module

@@ -5,7 +5,7 @@ Shared by module 13's `GPT.generate`, the given `Seq2SeqTransformer.generate` an
 cached generation, so a bad argument reads the same and a seed draws the same tokens wherever
 it is passed.
 
-Given product code (tito/catalog.py GIVEN), not a lesson; it imports nothing from the course.
+Given product code (tito/curriculum/catalog.py GIVEN), not a lesson; it imports nothing from the course.
 """
 
 import numpy as np

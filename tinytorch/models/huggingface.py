@@ -4,7 +4,7 @@
 `load_gpt2(folder)` rebuilds the tinytorch GPT. Only numpy and `safetensors` are used (the `hf`
 extra), and only when one of these functions is called; docs/huggingface.md is the guide.
 
-Given product code (tito/catalog.py GIVEN), not a lesson: it builds on module 13's GPT.
+Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: it builds on module 13's GPT.
 """
 
 import json

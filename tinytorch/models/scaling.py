@@ -6,7 +6,7 @@ so a stack of `L` blocks holds about `12 L C²` weights; the embeddings add `V C
 exact count beside that rule of thumb; `estimate_memory` the float32 bytes of training (weights,
 gradients, Adam's moments, activations, one layer's attention matrix) and of the KV cache.
 
-Given product code (tito/catalog.py GIVEN), not a lesson: the scaling milestone and module 13's
+Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: the scaling milestone and module 13's
 guide use it. Only numbers are read from the config, so this file imports no model.
 """
 

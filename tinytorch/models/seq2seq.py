@@ -5,7 +5,7 @@ cross-attention over the encoder's output (`memory`); `Seq2SeqTransformer` joins
 2017 translation model does (the translate milestone trains it). Decoding runs the encoder once;
 with module 17 in the package each step runs the decoder on the newest token only.
 
-Given product code (tito/catalog.py GIVEN), not a lesson: it builds on module 13.
+Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: it builds on module 13.
 """
 
 import numpy as np

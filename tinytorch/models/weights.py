@@ -6,7 +6,7 @@ module 07's `write_atomic`, so an interrupted save never leaves half a file) and
 the same model written with `torch.nn` (`nn.Linear` stores `(out, in)`, ours `(in, out)`;
 `nn.LayerNorm` says `weight`/`bias` for `gamma`/`beta`), `load_torch_state_dict` reads one back.
 
-Given product code (tito/catalog.py GIVEN), not a lesson: it builds on module 13's GPT and
+Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: it builds on module 13's GPT and
 module 07's `write_atomic`.
 """
 

@@ -1,0 +1,51 @@
+"""tito diagnose: where a student's module first parts from the reference, and a likely why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from tito.cli.console import console, ok
+from tito.curriculum.catalog import complete_key, find
+
+
+def diagnose(
+    key: Annotated[
+        str,
+        typer.Argument(metavar="NAME", help="Module number or name.", autocompletion=complete_key),
+    ],
+    notebook: Annotated[
+        Path | None,
+        typer.Option(help="The notebook to diagnose (default: the module's in workspace/)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the checks' random inputs.")] = 0,
+) -> None:
+    """Run module NAME's checks over your notebook and over the reference, on the same inputs, and
+    name the first operation where your numbers differ: forward or backward, how far off, where
+    in your notebook, and a likely cause. Shows no reference code and no test code.
+    """
+    from tito.student.diagnose import diagnose as run
+
+    module = find(key)
+    result = run(module, notebook, seed=seed)
+    console.print(f"diagnose {module.name}: {len(result.checks)} checks, seed {seed}")
+    for note in result.notes:
+        console.print(f"[bad]your cell failed:[/bad] {escape(note)}")
+    by_check = {f.check: f for f in result.findings}
+    for check in result.checks:
+        finding = by_check.get(check)
+        if finding is None:
+            console.print(f"[ok]same as the reference[/ok]  {escape(check)}")
+            continue
+        console.print(f"[bad]differs[/bad]  {escape(check)}: {escape(finding.what)}")
+        console.print(f"  {escape(finding.summary)}")
+        if finding.place:
+            console.print(f"  at {escape(finding.place)}")
+        console.print(f"  [note]likely:[/note] {escape(finding.hint)}")
+    if result.clean and not result.notes:
+        ok(f"every operation of module {module.number:02d}'s checks matches the reference")
+        return
+    raise typer.Exit(1)

@@ -1,0 +1,283 @@
+"""tito grade: instructor autograding with nbgrader (init, generate, autograde, feedback, ...)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from tito.cli.console import console, fail, ok
+from tito.curriculum import paths
+from tito.curriculum.catalog import find
+from tito.errors import TitoError
+
+# tito.grading.nbgrader imports nbgrader and nbformat (seconds): each command imports it when it
+# runs,
+# so `tito --help` and the other commands start fast.
+if TYPE_CHECKING:
+    from tito.grading import gradebook
+
+DEFAULT_TIMEOUT = 60  # seconds a graded cell may run
+
+app = typer.Typer(
+    help="Grade student notebooks with nbgrader, offline. Each command works on --course DIR "
+    "when given, else on the current folder when it holds an nbgrader_config.py, else on "
+    "<project>/course.",
+    no_args_is_help=True,
+)
+
+ModuleArg = Annotated[str, typer.Argument(help="Module number or name, e.g. 13 or transformers.")]
+COURSE_HELP = (
+    "The course folder. Default: the current folder when it holds an nbgrader_config.py "
+    "(as with nbgrader), else <project>/course."
+)
+CourseOpt = Annotated[Path | None, typer.Option("--course", help=COURSE_HELP)]
+StudentOpt = Annotated[str | None, typer.Option("--student", help="Only this student.")]
+
+
+def _grading():
+    """tito.grading.nbgrader, imported when a grade command runs; a clear error without nbgrader."""
+    try:
+        from tito.grading import nbgrader as grading
+    except ModuleNotFoundError as err:
+        raise TitoError(
+            f"grading needs nbgrader, and {err.name} is not installed",
+            hint='pip install -e ".[grade]" (nbgrader and ipykernel)',
+        ) from None
+    return grading
+
+
+# generate, autograde and feedback also take nbgrader's own options, e.g.
+# `tito grade autograde 13 --ExecutePreprocessor.timeout=120`, as `nbgrader autograde` does
+NBGRADER_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
+NBGRADER_EPILOG = (
+    "nbgrader's own options may follow, as --Class.trait=value "
+    "(e.g. --ExecutePreprocessor.timeout=120); they win over nbgrader_config.py."
+)
+
+
+def _with_nbgrader_options(command):
+    """Run a command with the nbgrader options left over on its command line applied."""
+    signature = inspect.signature(command, eval_str=True)
+    context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+
+    @functools.wraps(command)
+    def run(*args, ctx: typer.Context, **kwargs):
+        _grading()
+        from tito.grading.course import nbgrader_options
+
+        with nbgrader_options(ctx.args):
+            return command(*args, **kwargs)
+
+    run.__signature__ = signature.replace(parameters=[*signature.parameters.values(), context])
+    return run
+
+
+def _course(course: Path | None) -> Path:
+    _grading()
+    from tito.grading.course import find_course
+
+    return find_course(course)
+
+
+@app.command()
+def init(
+    course: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Course folder to create or update, e.g. `.` (default: as for --course).",
+            show_default=False,
+        ),
+    ] = None,
+    timeout: Annotated[
+        int,
+        typer.Option(
+            help="Seconds a cell may run before it is stopped and scored 0 (tito's default; "
+            "an ExecutePreprocessor.timeout in nbgrader_config.py wins)."
+        ),
+    ] = DEFAULT_TIMEOUT,
+) -> None:
+    """Create or update an nbgrader course folder: tito_config.py (rewritten), nbgrader_config.py
+    (written once, then yours) and source/ converted from every course module."""
+    _grading()
+    from tito.grading.course import CONFIG_NAME, TITO_CONFIG, find_course, init_course
+
+    folder = _course(course)
+    result = init_course(folder, timeout=timeout)
+    if result.kernel_installed:
+        console.print(f"installed the python3 kernel for this Python in {result.kernel_installed}")
+    for path in result.written:
+        console.print(f"wrote {path.relative_to(folder)}")
+    if result.missing:
+        names = " ".join(f"{m.number:02d}" for m in result.missing)
+        console.print(f"[note]not written yet in modules/, skipped: {names}[/note]")
+    kept = "kept your" if result.config_kept else "wrote"
+    console.print(f"{kept} {CONFIG_NAME}; rewrote {TITO_CONFIG}")
+    ok(f"course folder {folder} (tito's cell timeout {timeout} s)")
+    if folder == find_course(None):  # where the grade commands look without --course
+        console.print("next: [name]tito grade generate N[/name]")
+    else:
+        where = shlex.quote(paths.shown(folder))
+        console.print(
+            f"next: [name]cd {escape(where)}[/name], then [name]tito grade generate N[/name] "
+            f"(or, from here, [name]tito grade generate N --course {escape(where)}[/name])",
+            soft_wrap=True,
+        )
+
+
+@app.command(context_settings=NBGRADER_OPTIONS, epilog=NBGRADER_EPILOG)
+@_with_nbgrader_options
+def generate(key: ModuleArg, course: CourseOpt = None) -> None:
+    """Make the student version (release/NN_slug) and check it leaks no solution or hidden test."""
+    grading = _grading()
+    module = find(key)
+    release = grading.generate(_course(course), module)
+    ok(f"released {release}; no solution line or hidden test in it")
+
+
+@app.command(context_settings=NBGRADER_OPTIONS, epilog=NBGRADER_EPILOG)
+@_with_nbgrader_options
+def autograde(
+    key: ModuleArg,
+    course: CourseOpt = None,
+    student: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--student", help="Only students matching this name or glob (e.g. 'a*'); repeatable."
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="Grade share i of n (e.g. 2/3), for several graders sharing one gradebook."
+        ),
+    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Students graded at once.")] = 1,
+    unsafe: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe",
+            help="Grade without the bubblewrap sandbox (the submission sees this machine).",
+        ),
+    ] = False,
+) -> None:
+    """Grade every submission in submitted/<student>/NN_slug/, each check in a sandbox."""
+    grading = _grading()
+    from tito.grading import gradebook
+
+    module = find(key)
+    folder = _course(course)
+    chosen = None
+    if student or shard:
+        found = grading.students(folder, module)
+        chosen = grading.select_students(found, student, shard)
+        if not chosen:
+            ok(f"no student of {len(found)} falls in shard {shard}; nothing to grade")
+            return
+    outcomes = grading.autograde(folder, module, chosen, jobs=jobs, unsafe=unsafe)
+    for outcome in outcomes:
+        if outcome.ok:
+            ok(f"graded {outcome.student}" + (f" ({outcome.message})" if outcome.message else ""))
+        else:
+            fail(f"{outcome.student}: {outcome.message}")
+    graded = [o for o in outcomes if o.ok]
+    if graded:
+        _report(gradebook.scores(folder, module), module.name, only=[o.student for o in outcomes])
+    failed = len(outcomes) - len(graded)
+    if failed:
+        raise TitoError(
+            f"{failed} of {len(outcomes)} submission(s) could not be graded; the rest were",
+            hint="fix or replace those notebooks, then rerun with --student NAME",
+        )
+
+
+@app.command(context_settings=NBGRADER_OPTIONS, epilog=NBGRADER_EPILOG)
+@_with_nbgrader_options
+def feedback(
+    key: ModuleArg,
+    course: CourseOpt = None,
+    student: StudentOpt = None,
+    diagnose: Annotated[
+        bool,
+        typer.Option(
+            "--diagnose",
+            help="Add to each page, per check, the first operation whose numbers differ from the "
+            "reference's, by how much and where (the submission's code runs in the sandbox).",
+        ),
+    ] = False,
+    unsafe: Annotated[
+        bool, typer.Option("--unsafe", help="With --diagnose: run without the sandbox.")
+    ] = False,
+) -> None:
+    """Write HTML feedback for every autograded submission into feedback/."""
+    grading = _grading()
+    outcomes = grading.feedback(_course(course), find(key), student, diagnose, unsafe)
+    for outcome in outcomes:
+        if outcome.ok:
+            ok(f"{outcome.student}: {outcome.message}")
+        else:
+            fail(f"{outcome.student}: {outcome.message}")
+    if not all(o.ok for o in outcomes):
+        raise TitoError("feedback failed for some students", hint="rerun with --debug")
+
+
+@app.command()
+def export(
+    course: CourseOpt = None,
+    to: Annotated[
+        Path | None, typer.Option(help="CSV file (default: <course>/grades.csv).")
+    ] = None,
+) -> None:
+    """Write every module's grade of every student to a CSV file (nbgrader's columns, plus the
+    status and the reason of students who could not be graded automatically)."""
+    _grading()
+    from tito.grading import gradebook
+
+    ok(f"grades written to {gradebook.export_csv(_course(course), to)}")
+
+
+@app.command()
+def report(key: ModuleArg, course: CourseOpt = None) -> None:
+    """Scores per student and per graded cell of one module, for everyone who submitted."""
+    _grading()
+    from tito.grading import gradebook
+
+    module = find(key)
+    _report(gradebook.scores(_course(course), module), module.name)
+
+
+def _report(scores: gradebook.Scores, title: str, only: list[str] | None = None) -> None:
+    """A table that fits 80 columns: graded cells are numbered, with a legend below it, and
+    the reason of every student who is not plainly graded is listed after it."""
+    from tito.grading.gradebook import GRADED
+    from tito.inert import terminal_text
+
+    names = [s for s in scores.entries if only is None or s in only]
+    table = Table(title=f"grades: {title}", title_justify="left")
+    table.add_column("student", style="name", overflow="fold")
+    for number, (_, points) in enumerate(scores.cells, 1):
+        table.add_column(f"{number}\n/{points:g}", justify="right", no_wrap=True)
+    table.add_column(f"total\n/{scores.max_total:g}", justify="right", no_wrap=True)
+    table.add_column("status", overflow="fold")
+    for name in names:
+        entry = scores.entries[name]
+        values = [f"{entry.cells.get(grade_id, 0):g}" for grade_id, _ in scores.cells]
+        if entry.status != GRADED and not entry.cells:
+            values = ["-"] * len(scores.cells)
+        status = "" if entry.status == GRADED else entry.status
+        shown, status = escape(terminal_text(name)), escape(terminal_text(status))
+        table.add_row(shown, *values, f"{scores.total(name):g}", status)
+    console.print(table)
+    for number, (grade_id, points) in enumerate(scores.cells, 1):
+        console.print(f"[note]{number}: {grade_id} ({points:g} points)[/note]", soft_wrap=True)
+    for name in names:
+        entry = scores.entries[name]
+        if entry.reason and entry.status != GRADED:
+            line = f"{name}: {entry.status}: {entry.reason}"
+            console.print(escape(terminal_text(line)), soft_wrap=True)

@@ -1,1 +1,0 @@
-"""tito command groups, one per file."""

@@ -1,0 +1,286 @@
+"""Score a submission check by check, so that only the student's own code decides the grade.
+
+For each graded (locked test) cell of module N, a fresh sandboxed Python process runs
+
+- the cells of the SOURCE notebook in order, except that each solution cell is the student's
+  (matched by grade id); the student's other cells, and any edit to locked cells, are ignored;
+- then the check itself, taken from the source (hidden tests included);
+
+against a package staged for this submission: the reference export of the modules N requires
+(and nothing of N or later modules), plus the student's own export of module N. Every graded
+cell is a probe (`@graded`, tinytorch/checks.py): the process calls it on a seed the grader
+picked and sends back only the numbers it returned (tito/sandbox/npzwire.py). The same programme
+runs
+once over the reference, on the same seed, in a sandbox of its own (`reference`, once per module
+and autograde run). tito, which imports neither, compares the two (tito/grading/judge.py): the
+numbers
+decide, never what the student's process says about itself. Before anything runs, the
+student's solution cells are read (not run) and refused when they reach for the grader's
+machinery (tito/curriculum/refusals.py): defence in depth, not the wall.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from tito.curriculum import exporter
+from tito.curriculum.catalog import CourseModule
+from tito.curriculum.program import Program, build_program
+from tito.errors import TitoError
+from tito.grading import judge
+from tito.sandbox import bwrap as sandbox
+from tito.sandbox import limits, npzwire
+
+RUNNER = Path(__file__).parents[1] / "sandbox" / "check_runner.py"
+WIRE = Path(__file__).parents[1] / "sandbox" / "npzwire.py"
+
+
+@dataclass
+class Check:
+    grade_id: str
+    points: float
+    passed: bool = False
+    reason: str = ""  # why it failed, one line
+    output: str = ""  # what the check printed (and its traceback), for the feedback
+    seconds: float = 0.0
+
+
+@dataclass
+class Scored:
+    checks: list[Check]
+    notes: list[str] = field(default_factory=list)  # one line each: setup errors, refusals
+    seconds: float = 0.0
+    seed: int | None = None  # the seed the probes ran on
+
+    def summary(self) -> str:
+        """One line: the first real cause of lost points, naming the cell."""
+        failed = [f"{c.grade_id}: {c.reason}" for c in self.checks if not c.passed and c.reason]
+        # a plain cell of the course (a demo, "cell 27") failing is a consequence, not a cause
+        demo = [n for n in self.notes if n.split(":")[0].split(" ")[-1].isdigit()]
+        lines = [n for n in self.notes if n not in demo] + failed + demo
+        return lines[0] if lines else ""
+
+
+# --- running the checks -------------------------------------------------------------------------
+
+
+def build_job(program: Program, nonces: list[str], paths: list[str], timeout: float,
+              seed: int = 0) -> str:  # fmt: skip
+    checks = [
+        {"label": grade_id, "code": code, "index": index, "nonce": nonce}
+        for (grade_id, _, code, index), nonce in zip(program.checks, nonces, strict=True)
+    ]
+    cells = [[label, text, index] for label, text, index in program.cells]
+    rlimits = dict(limits.RLIMITS, RLIMIT_CPU=int(limits.check_seconds(timeout)) + 1)
+    job = {
+        "limits": rlimits,
+        "output_bytes": limits.CHECK_OUTPUT_BYTES,
+        "numbers_bytes": limits.NUMBERS_BYTES,
+        "path": paths,
+        "timeout": timeout,
+        "cells": cells,
+        "seed": seed,
+    }
+    return json.dumps(dict(job, checks=checks))
+
+
+ENDINGS = {
+    "signal 9": "killed (SIGKILL: out of memory, or too many processes)",
+    "signal 24": "CPU time limit exceeded",
+    "signal 25": "output limit exceeded",
+    "signal 11": "crashed (segmentation fault)",
+    "output": "output limit exceeded (1 MiB)",
+}
+
+
+def read_verdict(output: str, nonce: str, check: Check, timeout: float) -> list[str]:
+    """Fill in `check` from the runner's output (only lines with its nonce count); returns the
+    errors of the cells before the check."""
+    lines = output.splitlines()
+    marks = [i for i, line in enumerate(lines) if line.startswith(nonce + " ")]
+    words = {i: lines[i][len(nonce) + 1 :] for i in marks}
+    begin = next((i for i in marks if words[i] == "begin"), None)
+    verdicts = [i for i in marks if words[i] == "pass" or words[i].startswith("fail ")]
+    verdict = verdicts[-1] if verdicts else None
+    ended = next((words[i][len("ended ") :] for i in marks if words[i].startswith("ended ")), None)
+    notes = [words[i][len("note ") :] for i in marks if words[i].startswith("note ")]
+    if begin is not None:
+        shown = lines[begin + 1 : verdict] if verdict is not None else lines[begin + 1 :]
+        check.output = "\n".join(line for line in shown if not line.startswith(nonce)).strip()
+    # The runner writes exactly one verdict, then exits with status 0. A second verdict line
+    # means the submission found the nonce and printed one of its own: that is never a pass.
+    if len(verdicts) > 1:
+        check.reason = "the submission wrote a verdict line of its own (tampering)"
+    elif verdict is not None and words[verdict] == "pass" and ended == "status 0":
+        check.passed = True
+    elif verdict is not None and words[verdict] == "pass":
+        check.reason = f"the check passed, but its process then ended with {ended}"
+    elif verdict is not None:
+        check.reason = words[verdict][len("fail ") :]
+        if notes and check.reason.startswith(("NameError", "ImportError", "ModuleNotFoundError")):
+            check.reason += f" (cell {notes[0]})"
+    elif ended is None:
+        check.reason = "the grading process ended before this check ran"
+    elif ended.startswith("timeout"):
+        check.reason = f"timeout: stopped after {timeout:g} s and killed (it ignored the stop)"
+    else:
+        why = ENDINGS.get(ended, f"ended with {ended}")
+        check.reason = f"{why}, before the check finished"
+    return notes
+
+
+@dataclass
+class Run:
+    """One sandboxed run of every check of a program, and each check's nonce."""
+
+    output: str
+    nonces: list[str]
+    seconds: float
+    stopped: str
+    export_error: str = ""
+
+
+def run_checks(module: CourseModule, program: Program, stage: Path, timeout: float, seed: int,
+               unsafe: bool = False, origin: str = "the submission") -> Run:  # fmt: skip
+    """Every check of `program`, each in a fresh process of one sandbox, over `stage` (the
+    reference of the modules `module` requires) with the program's own export of `module`."""
+    with tempfile.TemporaryDirectory(prefix="tito-grade-") as folder:
+        work = Path(folder)
+        shutil.copytree(stage, work / "stage")
+        export_error = ""
+        try:
+            files = exporter.render(program.merged, module, origin=origin)
+            exporter.write(files, work / "stage" / "tinytorch")
+        except TitoError as err:
+            export_error = f"{origin}'s export failed: {err.message}"
+        shutil.copyfile(RUNNER, work / RUNNER.name)
+        shutil.copyfile(WIRE, work / WIRE.name)
+        mount = work if unsafe else Path(sandbox.MOUNT)
+        search = [str(mount / "stage"), _numpy_dir()]
+        nonces = [secrets.token_hex(16) for _ in program.checks]
+        job = build_job(program, nonces, search, timeout, seed)
+        wall = limits.SLACK + len(program.checks) * (limits.check_seconds(timeout) + 0.5)
+        run = sandbox.run_python(RUNNER.name, work, job, wall, unsafe=unsafe)
+    stopped = run.ending() if run.stopped else ""
+    return Run(run.output, nonces, run.seconds, stopped, export_error)
+
+
+@dataclass
+class Reference:
+    """The reference's numbers for one module on one seed, computed once per autograde run and
+    compared with every submission's: check grade id -> its numbers (with a problem when the
+    reference itself gave none: then no submission can pass that check)."""
+
+    seed: int
+    numbers: dict[str, judge.Numbers]
+    seconds: float = 0.0
+
+    def failed(self) -> list[str]:
+        """The checks whose probes raised in the reference's own run on this seed."""
+        return [gid for gid, numbers in self.numbers.items()
+                if any(probe.get("error") for probe in numbers.probes)]  # fmt: skip
+
+
+def new_seed() -> int:
+    """A seed no submission can know in advance."""
+    return secrets.randbits(32)
+
+
+NOT_A_PROBE = (
+    "the graded cell is not a probe (`@graded` from tinytorch.checks), so it cannot be judged"
+)
+
+
+def reference(module: CourseModule, source: nbformat.NotebookNode, stage: Path, timeout: float,
+              seed: int, unsafe: bool = False) -> Reference:  # fmt: skip
+    """Run the reference's checks (its own export over `stage`) on `seed`, in the sandbox."""
+    program = build_program(source, source)
+    run = run_checks(module, program, stage, timeout, seed, unsafe, origin="the reference")
+    if run.export_error:
+        raise TitoError(run.export_error, hint=f"fix {module.source}, then `tito grade init`")
+    numbers: dict[str, judge.Numbers] = {}
+    for (grade_id, points, _, _), nonce in zip(program.checks, run.nonces, strict=True):
+        check = Check(grade_id, points)
+        read_verdict(run.output, nonce, check, timeout)
+        sent = npzwire.from_lines(run.output, nonce, "numbers")
+        if sent:
+            numbers[grade_id] = judge.read_numbers(sent)
+        elif check.passed:
+            numbers[grade_id] = judge.Numbers(problem=NOT_A_PROBE)
+        else:
+            numbers[grade_id] = judge.Numbers(problem=f"the reference failed: {check.reason}")
+    return Reference(seed, numbers, run.seconds)
+
+
+SEED_TRIES = 5
+
+
+def fair_reference(module: CourseModule, source: nbformat.NotebookNode, stage: Path,
+                   timeout: float, unsafe: bool = False) -> Reference:  # fmt: skip
+    """The reference's numbers on a fresh seed. A seed on which one of the reference's own
+    probes fails (an assertion tighter than float32 allows at some input, say) would fail that
+    check for the whole class, so another seed is drawn, up to SEED_TRIES times; after that the
+    check fails for everyone with the reference's reason, which the instructor then sees."""
+    for _ in range(SEED_TRIES):
+        expected = reference(module, source, stage, timeout, new_seed(), unsafe)
+        if not expected.failed():
+            break
+    return expected
+
+
+def score(
+    module: CourseModule,
+    source: nbformat.NotebookNode,
+    submission: nbformat.NotebookNode,
+    reference_stage: Path,
+    timeout: float,
+    unsafe: bool = False,
+    expected: Reference | None = None,
+) -> Scored:
+    """Run every check of one submission, each in a fresh process of one sandbox, and judge
+    its probes' numbers against the reference's (`expected`, on its seed; computed here when
+    not given)."""
+    program = build_program(source, submission)
+    checks = [Check(grade_id, points) for grade_id, points, _, _ in program.checks]
+    scored = Scored(checks, list(program.notes))
+    if program.refused:
+        scored.notes.insert(0, f"not run: {program.refused}")
+        for check in checks:
+            check.reason = "not run (see the first message)"
+        return scored
+    if expected is None:
+        expected = fair_reference(module, source, reference_stage, timeout, unsafe)
+    scored.seed = expected.seed
+    run = run_checks(module, program, reference_stage, timeout, expected.seed, unsafe)
+    if run.export_error:
+        scored.notes.append(run.export_error)
+    scored.seconds = run.seconds
+    for check, nonce in zip(checks, run.nonces, strict=True):
+        for note in read_verdict(run.output, nonce, check, timeout):
+            if f"cell {note}" not in scored.notes:
+                scored.notes.append(f"cell {note}")
+        # Only the numbers decide; what the process said (its verdict line) only explains.
+        wanted = expected.numbers.get(check.grade_id) or judge.Numbers(problem=NOT_A_PROBE)
+        mine = judge.read_numbers(npzwire.from_lines(run.output, nonce, "numbers"))
+        why = judge.judge(mine, wanted)
+        if mine.problem == "no numbers came back" and not wanted.problem and check.reason:
+            why = check.reason  # the cell itself raised, or the process died: say so
+        elif why and not mine.problem and check.reason.endswith("(tampering)"):
+            why = check.reason
+        check.passed, check.reason = not why, why
+        if run.stopped and not check.passed and not check.reason.startswith("timeout"):
+            check.reason = f"{run.stopped}: the grading process was stopped"
+    return scored
+
+
+def _numpy_dir() -> str:
+    import numpy
+
+    return str(Path(numpy.__file__).resolve().parent.parent)

@@ -1,0 +1,262 @@
+"""Record every operation a module's checks make, for `tito diagnose`. tito.student.diagnose starts
+this
+file as a script (`python -I trace_runner.py`), once over the student's code and once over the
+reference; it is never imported by tito itself.
+
+stdin: one JSON job (see tito.student.diagnose.trace). It writes into the folder job["out"], or, in
+the
+grading sandbox where nothing is writable, to stdout as one line "<nonce> trace <base64>":
+
+trace.npz (tito/sandbox/npzwire.py: no pickle): the numbers, keyed "c<check>e<event>_<name>", and a
+JSON record: per check, the events in the order they happened: each forward of an operation
+  (its class, the layer it ran in, the notebook cell and line of the code that called it), each
+  backward (the gradient it got and the ones it gave), each layer's output, and the values the
+  check's probe returned; plus the error the check ended with, if any.
+
+Cells are compiled with the file name "<cell LABEL>", so a frame tells which cell it is in.
+"""
+
+import __future__
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+np = None  # numpy, imported once the job has said where it is (the sandbox runs python -S)
+
+MAX_EVENTS = 4000  # per check; later events are counted, not kept
+
+
+def _array(value):
+    if not isinstance(value, np.ndarray):
+        value = getattr(value, "data", value)  # a Tensor gives its array
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        return np.asarray(value)
+    return None
+
+
+def _cell_of(code) -> str | None:
+    name = code.co_filename
+    return name[len("<cell ") : -1] if name.startswith("<cell ") else None
+
+
+def _defined(method) -> list | None:
+    """[cell label, line] where a method was written, when it was written in a cell."""
+    code = getattr(getattr(method, "__func__", method), "__code__", None)
+    if code is None or _cell_of(code) is None:
+        return None
+    return [_cell_of(code), code.co_firstlineno]
+
+
+def _callers() -> list:
+    """[[cell label, line], ...] of the frames running notebook-cell code, innermost first."""
+    found, frame = [], sys._getframe(2)
+    while frame is not None and len(found) < 8:
+        label = _cell_of(frame.f_code)
+        if label is not None:
+            found.append([label, frame.f_lineno])
+        frame = frame.f_back
+    return found
+
+
+class Recorder:
+    def __init__(self, arrays: dict, budget: list):
+        self.arrays, self.budget = arrays, budget
+        self.events: list[dict] = []
+        self.dropped = 0
+        self.layers: list[str] = []
+        self.forward_of: dict[int, int] = {}  # id(operation) -> its forward event
+
+    def _keep(self, index: int, name: str, value) -> str | None:
+        array = _array(value)
+        if array is None or array.nbytes > self.budget[0]:
+            return None
+        self.budget[0] -= array.nbytes
+        key = f"c{self.check}e{index}_{name}"
+        self.arrays[key] = np.array(array, copy=True)
+        return key
+
+    def _event(self, event: dict, values: dict) -> int | None:
+        if len(self.events) >= MAX_EVENTS:
+            self.dropped += 1
+            return None
+        index = len(self.events)
+        event["arrays"] = {name: self._keep(index, name, v) for name, v in values.items()}
+        self.events.append(event)
+        return index
+
+    # the engine's listener interface (tinytorch/core/hooks.py)
+    def forward(self, fn, inputs, kwargs, output, seconds):
+        kind = type(fn)
+        event = {
+            "kind": "forward",
+            "op": kind.__name__,
+            "layer": self.layers[-1] if self.layers else None,
+            "called": _callers(),
+            "defined": _defined(getattr(kind, "forward", None)),
+            "shapes": [
+                list(np.shape(_array(x))) if _array(x) is not None else None for x in inputs
+            ],
+        }
+        values = {"out": output, **{f"in{i}": x for i, x in enumerate(inputs)}}
+        index = self._event(event, values)
+        if index is not None:
+            self.forward_of[id(fn)] = index
+
+    def backward(self, fn, grad, grads, seconds):
+        kind = type(fn)
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        event = {
+            "kind": "backward",
+            "op": kind.__name__,
+            "forward": self.forward_of.get(id(fn)),
+            "called": _callers(),
+            "defined": _defined(getattr(kind, "backward", None)),
+            "count": len(grads),
+        }
+        values = {"grad": grad, **{f"g{i}": g for i, g in enumerate(grads)}}
+        self._event(event, values)
+
+    def enter(self, module):
+        self.layers.append(type(module).__name__)
+
+    def exit(self, module, output, seconds):
+        name = self.layers.pop() if self.layers else type(module).__name__
+        event = {"kind": "layer", "op": name, "called": _callers()}
+        event["defined"] = _defined(getattr(type(module), "forward", None))
+        self._event(event, {"out": output})
+
+
+def _describe(err: BaseException) -> str:
+    try:
+        text = str(err).strip().splitlines()
+    except BaseException:
+        text = []
+    return f"{type(err).__name__}: {text[0][:300]}" if text else type(err).__name__
+
+
+def _where(err: BaseException) -> list:
+    """[[cell label, line], ...] of the notebook-cell frames the error passed, innermost first."""
+    found = []
+    for frame, line in traceback.walk_tb(err.__traceback__):
+        label = _cell_of(frame.f_code)
+        if label is not None:
+            found.insert(0, [label, line])
+    return found
+
+
+class _Compiler:
+    """compile() keeping `from __future__` statements in force for later cells, as Jupyter does."""
+
+    def __init__(self):
+        self.flags = 0
+
+    def __call__(self, code: str, label: str, optimize: int = -1):
+        compiled = compile(code, f"<cell {label}>", "exec", self.flags, True, optimize=optimize)
+        for name in __future__.all_feature_names:
+            feature = getattr(__future__, name)
+            if compiled.co_flags & feature.compiler_flag:
+                self.flags |= feature.compiler_flag
+        return compiled
+
+
+def _soften_asserts() -> list:
+    """numpy.testing's assert functions record their first failure instead of raising."""
+    import numpy.testing as npt
+
+    failed: list = []
+
+    def soft(check):
+        def call(*args, **kwargs):
+            try:
+                return check(*args, **kwargs)
+            except AssertionError as err:
+                failed.append(_describe(err))
+
+        return call
+
+    for name in dir(npt):
+        if name.startswith("assert_") and callable(getattr(npt, name)):
+            setattr(npt, name, soft(getattr(npt, name)))
+    return failed
+
+
+def load_wire():
+    """tito/sandbox/npzwire.py, from the copy next to this file (the runner never imports tito)."""
+    path = Path(__file__).resolve().with_name("npzwire.py")
+    spec = importlib.util.spec_from_file_location("_npzwire", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    global np
+    job = json.loads(sys.stdin.read())
+    sys.path[:0] = job["path"]
+    import numpy as np
+
+    from tinytorch.core.hooks import listen
+
+    try:
+        from tinytorch.checks import Collect
+    except ImportError:  # a package from before graded probes
+        Collect = None
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    compile_cell = _Compiler()
+    setup_errors = []
+    for label, code in job["cells"]:
+        try:
+            exec(compile_cell(code, label), namespace)
+        except BaseException as err:  # noqa: BLE001 - a broken cell is reported, not fatal
+            setup_errors.append({"cell": label, "error": _describe(err), "where": _where(err)})
+    arrays: dict = {}
+    budget = [int(job["max_bytes"])]  # numbers kept in all (tito/sandbox/limits.py)
+    checks = []
+    failed = _soften_asserts()
+    for number, (label, code) in enumerate(job["checks"]):
+        recorder = Recorder(arrays, budget)
+        recorder.check = number
+        record = {"label": label, "error": None, "where": [], "results": {}}
+        failed.clear()
+        try:
+            if Collect is not None:
+                Collect.probes = []
+            with listen(recorder):
+                # the check's own asserts are off (optimize=1) and numpy's are recorded, not
+                # raised, so that it runs on and returns its numbers for the comparison
+                exec(compile_cell(code, label, optimize=1), namespace)
+                probes = list(Collect.probes or []) if Collect is not None else []
+                if Collect is not None:
+                    Collect.probes = None
+                for probe in probes:
+                    result = probe(np.random.default_rng(job["seed"]))
+                    for name, value in (result or {}).items():
+                        index = recorder._event({"kind": "result", "op": str(name)}, {"out": value})
+                        if index is not None:
+                            record["results"][str(name)] = index
+        except BaseException as err:  # noqa: BLE001 - the error is part of the diagnosis
+            record["error"], record["where"] = _describe(err), _where(err)
+        finally:
+            if Collect is not None:
+                Collect.probes = None
+        if failed and record["error"] is None:
+            record["error"] = failed[0]  # the first assertion that did not hold
+        record["events"], record["dropped"] = recorder.events, recorder.dropped
+        checks.append(record)
+    wire = load_wire()
+    data = wire.pack(arrays, {"setup": setup_errors, "checks": checks})
+    if job.get("nonce"):  # in the grading sandbox: nothing is writable, the trace goes to stdout
+        sys.stdout.write(wire.line(job["nonce"], "trace", data))
+        sys.stdout.flush()
+        os._exit(0)
+    Path(job["out"], "trace.npz").write_bytes(data)
+
+
+if __name__ == "__main__":
+    main()

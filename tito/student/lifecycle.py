@@ -1,0 +1,247 @@
+"""The student lifecycle of a module: open, complete, export, reset, status."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+import nbformat
+
+from tito.curriculum import catalog, exporter, notebooks, paths, staging
+from tito.curriculum.catalog import CourseModule
+from tito.errors import TitoError
+from tito.student import progress
+from tito.student.runner import TestRun, run_tests
+from tito.student.sourcemap import SourceMap
+
+STATES = ("not started", "in progress", "complete")
+
+
+def state(module: CourseModule, done: dict | None = None) -> str:
+    done = progress.load() if done is None else done
+    if module.number in done:
+        return "complete"
+    return "in progress" if paths.notebook(module).exists() else "not started"
+
+
+def open_module(module: CourseModule) -> tuple[Path, bool]:
+    """Create the student's notebook unless one exists; returns (path, created)."""
+    target = paths.notebook(module)
+    if target.exists():
+        return target, False
+    nb = notebooks.student_notebook(module, paths.source(module))
+    _write_notebook(nb, target)
+    return target, True
+
+
+def _write_notebook(nb: nbformat.NotebookNode, target: Path) -> None:
+    paths.write_atomic(target, nbformat.writes(nb) + "\n")
+
+
+def export_reference(modules: list[CourseModule], force: bool = False) -> list[Path]:
+    """Write the reference code of `modules` into tinytorch/, all or nothing.
+
+    A completed module's package code is the student's own: it is replaced (and its completion
+    forgotten, so status never claims it) only with `force`.
+    """
+    done = progress.load()
+    kept = [m for m in modules if m.number in done]
+    if kept and not force:
+        names = ", ".join(f"{m.number:02d} {m.slug}" for m in kept)
+        first = kept[0].number
+        raise TitoError(
+            f"tinytorch/ holds your own completed code for {names}; export would replace it "
+            "with the reference",
+            hint=f"keep it (nothing to do), or `tito module export {first} --force` to replace "
+            f"it and mark the module not complete, or `tito module reset {first}`",
+        )
+    package = paths.root() / "tinytorch"
+    writes = {
+        package / rel: text for m in modules for rel, text in staging.reference_files(m).items()
+    }
+    if kept:
+        forgotten = progress.without(*(m.number for m in kept))
+        if forgotten is not None:
+            writes[progress.file()] = forgotten
+    paths.write_all(writes)
+    return [p for p in writes if p.is_relative_to(package)]
+
+
+def check_reference(module: CourseModule, done: dict | None = None) -> list[str]:
+    """Drift of tinytorch/ from what it should hold for `module`: for a completed module the
+    student's recorded export, otherwise the reference in modules/."""
+    done = progress.load() if done is None else done
+    record = done.get(module.number)
+    package = paths.root() / "tinytorch"
+    if record is not None and not record.files:  # recorded before tito kept hashes
+        mine = paths.notebook(module).relative_to(paths.root()).as_posix()
+        if all(_origin(package / rel) == mine for rel in staging.reference_files(module)):
+            return []
+    if record is None or not record.files:
+        return exporter.drift(staging.reference_files(module), package)
+    diffs = []
+    for rel, expected in record.files.items():
+        target = paths.root() / "tinytorch" / rel
+        found = progress.digest(target.read_text(encoding="utf-8")) if target.exists() else None
+        if found != expected:
+            diffs.append(
+                f"tinytorch/{rel} changed since you completed module {module.name} "
+                f"(it no longer holds the code `complete` installed)"
+            )
+    return diffs
+
+
+def _origin(path: Path) -> str | None:
+    """The source a package file says it was generated from (None if absent or unmarked)."""
+    return exporter.origin_of(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def installed_map(module: CourseModule):
+    """For `tito test`: map package lines to the student's notebook cells when the package holds
+    exactly what that notebook exports (a completed module); otherwise None."""
+    nb_path = paths.notebook(module)
+    if not nb_path.exists():
+        return None
+    try:
+        nb = notebooks.read_notebook(nb_path, module)
+        files = exporter.render(nb, module, origin=nb_path.relative_to(paths.root()).as_posix())
+    except TitoError:
+        return None
+    package = paths.root() / "tinytorch"
+    for rel, text in files.items():
+        target = package / rel
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            return None
+    return SourceMap(nb, files, nb_path.name).place
+
+
+def missing_prerequisites(module: CourseModule) -> list[CourseModule]:
+    return catalog.missing(module.requires, paths.root())
+
+
+def _check_writable(targets: list[Path]) -> None:
+    """Fail before any work when a file tito must write cannot be written (named, real path)."""
+    for path in targets:
+        folder = path.parent
+        while not folder.exists():
+            folder = folder.parent
+        blocked = folder if not os.access(folder, os.W_OK | os.X_OK) else None
+        if blocked is None and path.exists() and not os.access(path, os.W_OK):
+            blocked = path
+        if blocked is not None:
+            raise TitoError(
+                f"cannot write {path}: {blocked} is read-only; nothing was changed",
+                hint=f"make it writable (chmod u+w {blocked}) and run the command again",
+            )
+
+
+def complete(
+    module: CourseModule, timeout: float | None = None, on_event=None
+) -> tuple[TestRun, bool, list[Path]]:
+    """Export the student's notebook into a staged copy of the package, test it, then install it.
+
+    Returns the test run, whether progress was recorded, and the backups made of package files
+    someone had edited by hand. The package in the project only
+    changes when the student's code passes, and then together with the progress file, so a
+    failing or interrupted attempt never breaks later modules or leaves half a change.
+    """
+    nb_path = paths.notebook(module)
+    if not nb_path.exists():
+        others = sorted(nb_path.parent.glob("*.ipynb")) if nb_path.parent.exists() else []
+        if others:
+            raise TitoError(
+                f"complete reads {paths.shown(nb_path)}, which does not exist; "
+                f"found {', '.join(p.name for p in others)} beside it",
+                hint=f"rename the notebook you worked in to {nb_path.name}",
+            )
+        raise TitoError(
+            f"module {module.name} has no working notebook yet",
+            hint=f"run `tito module open {module.number}` and fill in the TODOs first",
+        )
+    missing = missing_prerequisites(module)
+    if missing:
+        names = ", ".join(f"{m.number:02d} {m.slug}" for m in missing)
+        raise TitoError(
+            f"module {module.name} needs {names}, which the tinytorch package does not have",
+            hint=f"complete or export it first: `tito module export {missing[0].number}`",
+        )
+    nb = notebooks.read_notebook(nb_path, module)
+    origin = nb_path.relative_to(paths.root()).as_posix()
+    files = exporter.render(nb, module, origin=origin)
+    source_map = SourceMap(nb, files, nb_path.name)
+    broken = source_map.syntax_error()
+    if broken is not None:
+        where, err = broken
+        raise TitoError(
+            f"SyntaxError in {where}: {err.msg}",
+            hint=f"fix that line in {origin} and run `tito module complete {module.number}` again",
+        )
+    package = paths.root() / "tinytorch"
+    _check_writable([package / rel for rel in files] + [progress.file()])
+    with tempfile.TemporaryDirectory(prefix="tito-stage-") as stage:
+        staged = Path(stage) / "tinytorch"
+        staging.copy_package(package, staged)
+        exporter.write(files, staged)
+        run = run_tests(
+            module,
+            package_parent=Path(stage),
+            locate=source_map.place,
+            timeout=timeout,
+            on_event=on_event,
+        )
+    if not run.ok:
+        return run, False, []
+    writes = {package / rel: text for rel, text in files.items()}
+    saved = _hand_edits(module, files, origin)
+    writes.update(saved)
+    writes[progress.file()] = progress.with_record(module.number, run.passed, run.failed, files)
+    paths.write_all(writes)
+    return run, True, list(saved)
+
+
+def _hand_edits(module: CourseModule, files: dict[Path, str], origin: str) -> dict[Path, str]:
+    """Backups of package files someone edited by hand (neither the reference, nor the code a
+    completion installed), which installing the notebook's code would otherwise erase."""
+    package = paths.root() / "tinytorch"
+    record = progress.load().get(module.number)
+    reference = staging.reference_files(module)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    saved = {}
+    for rel, text in files.items():
+        target = package / rel
+        if not target.exists():
+            continue
+        current = target.read_text(encoding="utf-8")
+        known = {text, reference.get(rel)}
+        if current in known or exporter.origin_of(current) == origin:
+            continue
+        if record is not None and record.files.get(rel.as_posix()) == progress.digest(current):
+            continue
+        backup = paths.notebook(module).parent / "backups" / f"{rel.stem}-{stamp}.py"
+        saved[backup] = current
+    return saved
+
+
+def reset(module: CourseModule) -> Path | None:
+    """Back the student's notebook up, then restore the fresh notebook and the reference export
+    (and forget the completion) in one all-or-nothing write."""
+    target = paths.notebook(module)
+    fresh = notebooks.student_notebook(module, paths.source(module))
+    package = paths.root() / "tinytorch"
+    writes = {target: nbformat.writes(fresh) + "\n"}
+    writes.update({package / rel: text for rel, text in staging.reference_files(module).items()})
+    forgotten = progress.without(module.number)
+    if forgotten is not None:
+        writes[progress.file()] = forgotten
+    _check_writable(list(writes))
+    backup = None
+    if target.exists():
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+        backup = target.parent / "backups" / f"{module.slug}-{stamp}.ipynb"
+        backup.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(target, backup)
+    paths.write_all(writes)
+    return backup
