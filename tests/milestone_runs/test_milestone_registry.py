@@ -1,4 +1,4 @@
-"""The registry: every entry resolves and every size is a preset (import rules: test_import_rules)."""
+"""The registry: every entry resolves and every size is a preset."""
 
 import ast
 import importlib

@@ -39,7 +39,6 @@ from tito.sandbox import bwrap as sandbox
 from tito.sandbox import limits, npzwire
 
 RUNNER = Path(__file__).parents[1] / "sandbox" / "check_runner.py"
-WIRE = Path(__file__).parents[1] / "sandbox" / "npzwire.py"
 
 
 @dataclass
@@ -160,8 +159,7 @@ def run_checks(module: CourseModule, program: Program, stage: Path, timeout: flo
             exporter.write(files, work / "stage" / "tinytorch")
         except TitoError as err:
             export_error = f"{origin}'s export failed: {err.message}"
-        shutil.copyfile(RUNNER, work / RUNNER.name)
-        shutil.copyfile(WIRE, work / WIRE.name)
+        sandbox.stage_script(RUNNER.name, work)
         mount = work if unsafe else Path(sandbox.MOUNT)
         search = [str(mount / "stage"), _numpy_dir()]
         nonces = [secrets.token_hex(16) for _ in program.checks]

@@ -325,3 +325,12 @@ def _kill_group(pgid: int) -> None:
 def memory_cap() -> str:
     """How the memory of a whole sandbox is capped here, in words."""
     return cgroups.memory_cap()
+
+
+def stage_script(name: str, work: Path) -> str:
+    """Copy the sandbox script `name` (check_runner.py, trace_runner.py) into `work` with the
+    files it loads from beside it; returns the name to run."""
+    here = Path(__file__).parent
+    for file in (name, "cells.py", "npzwire.py"):
+        shutil.copyfile(here / file, work / file)
+    return name

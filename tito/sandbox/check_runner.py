@@ -23,8 +23,6 @@ submitted
 code away from frames, sys, os and the other ways to read it.
 """
 
-import __future__
-
 import json
 import os
 import resource
@@ -35,11 +33,27 @@ import time
 import traceback
 import types
 
+
+def _load_cells():
+    """tito/sandbox/cells.py, from the copy next to this file (the runner never imports tito)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cells.py")
+    spec = importlib.util.spec_from_file_location("_cells", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CELLS = _load_cells()
+
 # numpy's public modules become read-only, so graded code cannot swap the functions a check
 # compares with (np.allclose, np.testing.assert_allclose, ...), even through an alias.
 FROZEN = ("numpy", "math")
-OUTPUT_LIMIT = 0  # bytes of output a check may write, and
-NUMBERS_BYTES = 0  # of arrays its probes may return: both set from the job (tito/sandbox/limits.py)
+# bytes of output a check may write, and of arrays its probes may return: both set from the job
+# (tito/sandbox/limits.py)
+OUTPUT_LIMIT = 0
+NUMBERS_BYTES = 0
 WIRE = (
     None  # tito/sandbox/npzwire.py, loaded from the copy next to this file once numpy can be found
 )
@@ -88,31 +102,11 @@ def _run(code, namespace, seconds: float) -> None:
 
 
 def _describe(err: BaseException) -> str:
-    try:
-        text = str(err).strip().splitlines()
-    except BaseException:  # a student's __str__ may raise too
-        text = []
-    name = type(err).__name__
     if isinstance(err, CellTimeout):
         return f"timeout: stopped after {CellTimeout.seconds:g} s"
     if isinstance(err, MemoryError):
         return "out of memory (MemoryError)"
-    return f"{name}: {text[0][:300]}" if text else name
-
-
-class _Compiler:
-    """compile() keeping `from __future__` statements in force for later cells, as Jupyter does."""
-
-    def __init__(self):
-        self.flags = 0
-
-    def __call__(self, code: str, label: str):
-        compiled = compile(code, f"<cell {label}>", "exec", self.flags, True)
-        for name in __future__.all_feature_names:
-            feature = getattr(__future__, name)
-            if compiled.co_flags & feature.compiler_flag:
-                self.flags |= feature.compiler_flag
-        return compiled
+    return CELLS.describe(err)
 
 
 def _probes(compiled, namespace, seed: int):
@@ -159,7 +153,7 @@ def _check(job: dict, check: dict) -> None:
     write, flush = sys.stdout.write, sys.stdout.flush
     signal.signal(signal.SIGALRM, _alarm)
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    compile_cell = _Compiler()
+    compile_cell = CELLS.Compiler()
     setup_ends = time.monotonic() + job["timeout"]  # the cells before the check share one timeout
     for label, code, index in job["cells"]:
         if index > check["index"]:
@@ -230,13 +224,8 @@ def _collect(pid: int, pipe: int, seconds: float) -> tuple[bytes, str]:
 
 
 def _load_wire() -> None:
-    import importlib.util
-
     global WIRE
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "npzwire.py")
-    spec = importlib.util.spec_from_file_location("_npzwire", path)
-    WIRE = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(WIRE)
+    WIRE = CELLS.load_sibling(__file__, "npzwire.py")
 
 
 def main() -> None:

@@ -16,14 +16,25 @@ JSON record: per check, the events in the order they happened: each forward of a
 Cells are compiled with the file name "<cell LABEL>", so a frame tells which cell it is in.
 """
 
-import __future__
-
 import importlib.util
 import json
 import os
 import sys
 import traceback
 from pathlib import Path
+
+
+def _load_cells():
+    """tito/sandbox/cells.py, from the copy next to this file (the runner never imports tito)."""
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cells.py")
+    spec = importlib.util.spec_from_file_location("_cells", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CELLS = _load_cells()
 
 np = None  # numpy, imported once the job has said where it is (the sandbox runs python -S)
 
@@ -132,14 +143,6 @@ class Recorder:
         self._event(event, {"out": output})
 
 
-def _describe(err: BaseException) -> str:
-    try:
-        text = str(err).strip().splitlines()
-    except BaseException:
-        text = []
-    return f"{type(err).__name__}: {text[0][:300]}" if text else type(err).__name__
-
-
 def _where(err: BaseException) -> list:
     """[[cell label, line], ...] of the notebook-cell frames the error passed, innermost first."""
     found = []
@@ -148,21 +151,6 @@ def _where(err: BaseException) -> list:
         if label is not None:
             found.insert(0, [label, line])
     return found
-
-
-class _Compiler:
-    """compile() keeping `from __future__` statements in force for later cells, as Jupyter does."""
-
-    def __init__(self):
-        self.flags = 0
-
-    def __call__(self, code: str, label: str, optimize: int = -1):
-        compiled = compile(code, f"<cell {label}>", "exec", self.flags, True, optimize=optimize)
-        for name in __future__.all_feature_names:
-            feature = getattr(__future__, name)
-            if compiled.co_flags & feature.compiler_flag:
-                self.flags |= feature.compiler_flag
-        return compiled
 
 
 def _soften_asserts() -> list:
@@ -176,7 +164,7 @@ def _soften_asserts() -> list:
             try:
                 return check(*args, **kwargs)
             except AssertionError as err:
-                failed.append(_describe(err))
+                failed.append(CELLS.describe(err))
 
         return call
 
@@ -184,15 +172,6 @@ def _soften_asserts() -> list:
         if name.startswith("assert_") and callable(getattr(npt, name)):
             setattr(npt, name, soft(getattr(npt, name)))
     return failed
-
-
-def load_wire():
-    """tito/sandbox/npzwire.py, from the copy next to this file (the runner never imports tito)."""
-    path = Path(__file__).resolve().with_name("npzwire.py")
-    spec = importlib.util.spec_from_file_location("_npzwire", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> None:
@@ -208,13 +187,13 @@ def main() -> None:
     except ImportError:  # a package from before graded probes
         Collect = None
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    compile_cell = _Compiler()
+    compile_cell = CELLS.Compiler()
     setup_errors = []
     for label, code in job["cells"]:
         try:
             exec(compile_cell(code, label), namespace)
         except BaseException as err:  # noqa: BLE001 - a broken cell is reported, not fatal
-            setup_errors.append({"cell": label, "error": _describe(err), "where": _where(err)})
+            setup_errors.append({"cell": label, "error": CELLS.describe(err), "where": _where(err)})
     arrays: dict = {}
     budget = [int(job["max_bytes"])]  # numbers kept in all (tito/sandbox/limits.py)
     checks = []
@@ -241,7 +220,7 @@ def main() -> None:
                         if index is not None:
                             record["results"][str(name)] = index
         except BaseException as err:  # noqa: BLE001 - the error is part of the diagnosis
-            record["error"], record["where"] = _describe(err), _where(err)
+            record["error"], record["where"] = CELLS.describe(err), _where(err)
         finally:
             if Collect is not None:
                 Collect.probes = None
@@ -249,7 +228,7 @@ def main() -> None:
             record["error"] = failed[0]  # the first assertion that did not hold
         record["events"], record["dropped"] = recorder.events, recorder.dropped
         checks.append(record)
-    wire = load_wire()
+    wire = CELLS.load_sibling(__file__, "npzwire.py")
     data = wire.pack(arrays, {"setup": setup_errors, "checks": checks})
     if job.get("nonce"):  # in the grading sandbox: nothing is writable, the trace goes to stdout
         sys.stdout.write(wire.line(job["nonce"], "trace", data))

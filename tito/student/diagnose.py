@@ -20,7 +20,6 @@ from __future__ import annotations
 import difflib
 import json
 import secrets
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,6 @@ ENGINE_HINT = (
     "node's gradients are added up (+=, not =) and each node runs once, after all its users"
 )
 RUNNER = Path(__file__).parents[1] / "sandbox" / "trace_runner.py"
-WIRE = Path(__file__).parents[1] / "sandbox" / "npzwire.py"
 SEED = 0
 TIMEOUT = 600.0
 
@@ -204,8 +202,7 @@ def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout
     with tempfile.TemporaryDirectory(prefix="tito-diagnose-") as folder:
         work = Path(folder)
         staging.stage_reference(module, work / "stage")
-        shutil.copyfile(RUNNER, work / RUNNER.name)
-        shutil.copyfile(WIRE, work / WIRE.name)
+        sandbox.stage_script(RUNNER.name, work)
         mount = work if unsafe else Path(sandbox.MOUNT)
         job = {
             "path": [str(mount / "stage"), str(Path(np.__file__).resolve().parent.parent)],
