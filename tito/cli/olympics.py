@@ -75,7 +75,6 @@ def run(
     """
     from milestones import MilestoneError
     from milestones import olympics as contest
-    from tinytorch.core.training import write_atomic
 
     if event not in EVENT_NAMES:
         raise TitoError(f"no event '{event}'", hint=f"choose one of: {', '.join(EVENT_NAMES)}")
@@ -85,8 +84,7 @@ def run(
     except MilestoneError as err:
         raise TitoError(err.message, hint=err.hint) from None
     records = [*read_results(), record]
-    text = json.dumps(records, indent=1).encode()
-    write_atomic(results_file(), lambda handle: handle.write(text))
+    paths.write_atomic(results_file(), json.dumps(records, indent=1))
     m, b = record["measured"], record["baseline"]
     console.print(
         f"{escape(record['name'])} in {event}: {m['tokens_per_second']:,.0f} tok/s, "

@@ -13,9 +13,11 @@ under the same budget), on the same machine, one submission after another so non
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from tito.curriculum import paths
 from tito.curriculum.catalog import find
 from tito.errors import TitoError
 from tito.inert import csv_row, terminal_text
@@ -170,10 +172,11 @@ def export_csv(course: Path, to: Path) -> Path:
     """The leaderboard as CSV, one row per student and event, no cell a spreadsheet runs."""
     rows = [row for rows in board(course).values() for row in rows]
     to.parent.mkdir(parents=True, exist_ok=True)
-    with open(to, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(csv_row(row) for row in rows)
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(csv_row(row) for row in rows)
+    paths.write_atomic(to, buffer.getvalue())
     return to
 
 
