@@ -163,19 +163,13 @@ def complete_key(incomplete: str) -> list[str]:
 
 
 # "requires" has one meaning: the modules whose package code a module imports. From it, here
-# only: its prerequisites, their closure (everything it needs installed) and its dependents
+# only: their closure (everything it needs installed) and its dependents
 # (everything that builds on it). `module complete`, `milestone run`, grading's staged package
 # and `tito test --all` all read these.
 
 
 def _by_number() -> dict[int, CourseModule]:
     return {m.number: m for m in MODULES}
-
-
-def prerequisites(module: CourseModule) -> list[CourseModule]:
-    """The modules `module` lists in `requires`, in course order."""
-    by_number = _by_number()
-    return [by_number[n] for n in sorted(module.requires)]
 
 
 def closure(numbers: tuple[int, ...] | CourseModule) -> list[CourseModule]:
