@@ -25,6 +25,9 @@ from torch_oracle import Cases  # noqa: E402
 
 GENERATORS = [
     "m01_tensor",
+    "m02_activations",
+    "m03_layers",
+    "m04_losses",
 ]
 # float outputs may differ in the last bits between CPUs (vector widths); inputs must be equal
 RTOL, ATOL = 1e-5, 1e-6
