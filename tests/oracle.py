@@ -50,6 +50,16 @@ class Reference:
             self[prefix]  # the KeyError that says how to regenerate
         return found
 
+    def cases(self, prefix: str) -> list[dict[str, np.ndarray]]:
+        """The numbered cases `prefix/0`, `prefix/1`, ... in order."""
+        found, n = [], 0
+        while any(k.startswith(f"{prefix}/{n}/") for k in self.arrays):
+            found.append(self.case(f"{prefix}/{n}"))
+            n += 1
+        if not found:
+            self[f"{prefix}/0/"]  # the KeyError that says how to regenerate
+        return found
+
 
 _loaded: dict[Path, Reference] = {}
 

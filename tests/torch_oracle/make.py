@@ -28,6 +28,7 @@ GENERATORS = [
     "m02_activations",
     "m03_layers",
     "m04_losses",
+    "m05_autograd",
 ]
 # float outputs may differ in the last bits between CPUs (vector widths); inputs must be equal
 RTOL, ATOL = 1e-5, 1e-6
