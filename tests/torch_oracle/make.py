@@ -29,6 +29,8 @@ GENERATORS = [
     "m03_layers",
     "m04_losses",
     "m05_autograd",
+    "m06_optimizers",
+    "m07_training",
 ]
 # float outputs may differ in the last bits between CPUs (vector widths); inputs must be equal
 RTOL, ATOL = 1e-5, 1e-6
