@@ -12,7 +12,7 @@ import numpy as np
 
 def as_array(value) -> np.ndarray:
     if hasattr(value, "detach"):  # a torch.Tensor
-        value = value.detach().cpu().numpy()
+        value = value.detach().cpu().numpy().copy()  # not a view of a buffer updated later
     return np.asarray(value)
 
 

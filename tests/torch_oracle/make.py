@@ -31,6 +31,7 @@ GENERATORS = [
     "m05_autograd",
     "m06_optimizers",
     "m07_training",
+    "m09_convolutions",
 ]
 # float outputs may differ in the last bits between CPUs (vector widths); inputs must be equal
 RTOL, ATOL = 1e-5, 1e-6
