@@ -32,6 +32,8 @@ GENERATORS = [
     "m06_optimizers",
     "m07_training",
     "m09_convolutions",
+    "m11_embeddings",
+    "m12_attention",
 ]
 # float outputs may differ in the last bits between CPUs (vector widths); inputs must be equal
 RTOL, ATOL = 1e-5, 1e-6
