@@ -61,6 +61,16 @@ class Reference:
         return found
 
 
+def torch_state(case: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A case's `state.*` fields: a torch-layout state dict, for load_torch_state_dict."""
+    return {k[len("state.") :]: v for k, v in case.items() if k.startswith("state.")}
+
+
+def torch_grads(case: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A case's `grad.*` fields: PyTorch's parameter gradients, by torch name."""
+    return {k[len("grad.") :]: v for k, v in case.items() if k.startswith("grad.")}
+
+
 _loaded: dict[Path, Reference] = {}
 
 

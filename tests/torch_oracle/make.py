@@ -34,6 +34,7 @@ GENERATORS = [
     "m09_convolutions",
     "m11_embeddings",
     "m12_attention",
+    "m13_transformers",
 ]
 # float outputs may differ in the last bits between CPUs (vector widths); inputs must be equal
 RTOL, ATOL = 1e-5, 1e-6
