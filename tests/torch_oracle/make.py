@@ -36,6 +36,7 @@ GENERATORS = [
     "m12_attention",
     "m13_transformers",
     "m14_profiling",
+    "m15_quantization",
 ]
 # float outputs may differ in the last bits between CPUs (vector widths); inputs must be equal
 RTOL, ATOL = 1e-5, 1e-6
