@@ -37,6 +37,7 @@ GENERATORS = [
     "m13_transformers",
     "m14_profiling",
     "m15_quantization",
+    "m16_compression",
 ]
 # float outputs may differ in the last bits between CPUs (vector widths); inputs must be equal
 RTOL, ATOL = 1e-5, 1e-6
