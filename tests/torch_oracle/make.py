@@ -38,6 +38,7 @@ GENERATORS = [
     "m14_profiling",
     "m15_quantization",
     "m16_compression",
+    "m17_memoization",
 ]
 # float outputs may differ in the last bits between CPUs (vector widths); inputs must be equal
 RTOL, ATOL = 1e-5, 1e-6
