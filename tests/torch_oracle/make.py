@@ -39,6 +39,7 @@ GENERATORS = [
     "m15_quantization",
     "m16_compression",
     "m17_memoization",
+    "m18_acceleration",
 ]
 # float outputs may differ in the last bits between CPUs (vector widths); inputs must be equal
 RTOL, ATOL = 1e-5, 1e-6
