@@ -40,6 +40,7 @@ GENERATORS = [
     "m16_compression",
     "m17_memoization",
     "m18_acceleration",
+    "m20_capstone",
 ]
 # float outputs may differ in the last bits between CPUs (vector widths); inputs must be equal
 RTOL, ATOL = 1e-5, 1e-6
