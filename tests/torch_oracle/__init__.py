@@ -1,6 +1,6 @@
 """The generators of the committed PyTorch reference data (see tests/oracle.py and make.py).
 
-One file per module, `mNN_slug.py`: `FOLDER` names the tests folder the data goes to, and
+One file per module, `mNN_slug.py`, writing to tests/NN_slug/torch_reference.npz: its
 `build(cases)` draws each case's inputs from a stated seed with numpy, runs PyTorch on them, and
 `cases.put`s inputs and outputs. Only this package imports torch; the module tests never do.
 """

@@ -3,8 +3,6 @@
 import numpy as np
 import torch
 
-FOLDER = "01_tensor"
-
 # name -> (torch function, input shapes); tests/01_tensor/test_tensor_torch.py pairs each name
 # with the tinytorch Function and its keyword arguments
 OPS = {

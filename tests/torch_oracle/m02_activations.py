@@ -4,8 +4,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-FOLDER = "02_activations"
-
 FUNCTIONS = {
     "relu": torch.relu,
     "sigmoid": torch.sigmoid,

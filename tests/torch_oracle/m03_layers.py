@@ -3,8 +3,6 @@
 import numpy as np
 import torch
 
-FOLDER = "03_layers"
-
 
 def build(cases):
     for shape in [(5, 7), (2, 3, 7), (2, 2, 3, 7), (7,)]:

@@ -4,8 +4,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-FOLDER = "04_losses"
-
 
 def _grads(fn, *arrays):
     """PyTorch's value and gradient of the first input (of the sum, for a non-scalar result)."""

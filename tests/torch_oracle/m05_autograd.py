@@ -3,7 +3,6 @@
 import numpy as np
 import torch
 
-FOLDER = "05_autograd"
 EXAMPLES = 8  # random shapes per operation (the finite-difference checks draw their own)
 
 # name: (torch op, inputs must be positive); tests/05_autograd/test_autograd_ops.py has tinytorch's

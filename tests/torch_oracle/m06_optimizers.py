@@ -3,7 +3,6 @@
 import numpy as np
 import torch
 
-FOLDER = "06_optimizers"
 SHAPES = [(4, 3), (3,), (2, 5, 2)]
 # tests/06_optimizers/test_optimizers_torch.py pairs each with tinytorch's class, by position
 CASES = [

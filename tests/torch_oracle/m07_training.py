@@ -3,7 +3,6 @@
 import numpy as np
 import torch
 
-FOLDER = "07_training"
 SCHEDULES = [(1e-3, 10, 100, 1e-4), (0.5, 3, 20, 0.0)]  # max_lr, warmup, total, min_lr
 
 

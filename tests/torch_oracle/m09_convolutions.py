@@ -4,8 +4,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-FOLDER = "09_convolutions"
-
 # tests/09_convolutions/test_convolutions_conv.py: (N, C, H, W), out channels, kernel, stride,
 # padding, bias; the position names the case
 CONV = [

@@ -3,8 +3,6 @@
 import numpy as np
 import torch
 
-FOLDER = "11_embeddings"
-
 
 def build(cases):
     rng = np.random.default_rng(2)

@@ -3,7 +3,6 @@
 import numpy as np
 import torch
 
-FOLDER = "12_attention"
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 

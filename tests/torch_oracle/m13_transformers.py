@@ -8,7 +8,6 @@ from torch import nn
 
 from torch_oracle import gpt
 
-FOLDER = "13_transformers"
 SIZES = dict(vocab_size=23, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=12)
 
 

@@ -6,7 +6,6 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 from torch_reference import TorchGPT
 
-FOLDER = "14_profiling"
 # tests/14_profiling/test_profiling_flops.py's CONFIGS, same order and ids
 CONFIGS = {
     "untied": dict(vocab_size=23, embed_dim=16, num_layers=2, num_heads=2, max_seq_len=12),

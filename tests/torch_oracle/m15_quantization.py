@@ -6,8 +6,6 @@ import numpy as np
 import torch
 from torch.ao.quantization.observer import MinMaxObserver, PerChannelMinMaxObserver
 
-FOLDER = "15_quantization"
-
 
 def _observer(symmetric, channel_axis=None):
     scheme = {

@@ -5,7 +5,6 @@ import torch
 import torch.nn.functional as F
 import torch.nn.utils.prune as torch_prune
 
-FOLDER = "16_compression"
 # the linears of GPT(vocab_size=20, embed_dim=32, num_layers=2, num_heads=4), (in, out), in the
 # order tinytorch.compress.pruning.linears lists them
 BLOCK = [("attention.q_proj", (32, 32)), ("attention.k_proj", (32, 32)),

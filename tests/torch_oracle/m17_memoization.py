@@ -5,8 +5,6 @@ import torch
 
 from torch_oracle import gpt
 
-FOLDER = "17_memoization"
-
 
 def build(cases):
     config = dict(vocab_size=17, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=10)

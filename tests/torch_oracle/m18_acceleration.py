@@ -6,8 +6,6 @@ import torch.nn.functional as F
 
 from torch_oracle import gpt
 
-FOLDER = "18_acceleration"
-
 
 def _masks(steps):
     causal = np.triu(np.full((steps, steps), -np.inf), k=1)

@@ -5,8 +5,6 @@ import torch
 
 from torch_oracle import gpt
 
-FOLDER = "20_capstone"
-
 
 def build(cases):
     for window in (1, 3, 7):

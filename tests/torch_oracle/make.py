@@ -50,8 +50,9 @@ def generator(name: str):
     return importlib.import_module(f"torch_oracle.{name}")
 
 
-def path(module) -> Path:
-    return TESTS / module.FOLDER / FILENAME
+def path(name: str) -> Path:
+    """Where generator `mNN_slug` writes: tests/NN_slug/torch_reference.npz (imports no torch)."""
+    return TESTS / name[1:] / FILENAME
 
 
 def build(module) -> dict[str, np.ndarray]:
@@ -89,8 +90,7 @@ def main(argv: list[str]) -> int:
             print(f"unknown module among {argv}; known: {', '.join(GENERATORS)}")
             return 2
     for name in names:
-        module = generator(name)
-        fresh, target = build(module), path(module)
+        fresh, target = build(generator(name)), path(name)
         if target.exists() and not differences(fresh, Reference(target).arrays):
             print(f"{target.relative_to(TESTS.parent)}: unchanged")
             continue
