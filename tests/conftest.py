@@ -1,5 +1,5 @@
 """Shared test setup: make sure the tinytorch under test is the one tito staged; set aside the
-tests that need PyTorch where it is not installed (a student's `pip install -e ".[test]"`)."""
+tests that need PyTorch where it is not installed (a student's `pip install -e .`)."""
 
 import importlib.util
 import os
