@@ -31,7 +31,7 @@ check:
 	$(PYTHON) -m tito module export --all --check
 
 test: install system lint check
-	$(PYTHON) -m pytest -q
+	TINYTORCH_REQUIRE_TORCH=1 $(PYTHON) -m pytest -q
 
 # The full benchmark, one process per measurement (about 14 minutes on 2 quiet cores), then its
 # table as Markdown (the head of benchmarks/RESULTS.md). `--quality` adds a 2,000-step loss race.

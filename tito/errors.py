@@ -11,10 +11,16 @@ class TitoError(Exception):
         self.exit_code = exit_code
 
 
+# PyTorch's CPU build: on Linux a plain `pip install torch` fetches the CUDA build (gigabytes)
+TORCH_CPU = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+
+
 def require_torch(what: str) -> None:
-    """A TitoError with the install command when PyTorch (tests, benchmark only) is absent."""
+    """A TitoError with the install command when PyTorch (the benchmark only) is absent.
+
+    The module tests never need it: PyTorch's answers are committed beside them."""
     if importlib.util.find_spec("torch") is None:
         raise TitoError(
             f"{what} PyTorch, which is not installed",
-            hint='pip install -e ".[test]" (the CPU build of torch; tinytorch never uses it)',
+            hint=f"{TORCH_CPU} (the CPU build; tinytorch itself never uses torch)",
         )

@@ -1,8 +1,11 @@
-"""Linear: the fused matmul + bias function against finite differences and PyTorch."""
+"""Linear: the fused matmul + bias function against finite differences and PyTorch.
+
+PyTorch's answers are committed in torch_reference.npz (tests/torch_oracle/m03_layers.py).
+"""
 
 import numpy as np
+import oracle
 import pytest
-import torch
 from fdcheck import check_function
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,6 +13,7 @@ from hypothesis import strategies as st
 from tinytorch.core.layers import Linear, LinearFunction
 from tinytorch.core.tensor import ShapeError, Tensor
 
+REF = oracle.load(__file__)
 lead_shapes = st.lists(st.integers(1, 3), min_size=0, max_size=3).map(tuple)
 
 
@@ -43,36 +47,22 @@ def _run(x, w, b, grad):
 
 @pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7), (2, 2, 3, 7), (7,)])
 def test_linear_matches_torch(shape):
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal(shape).astype(np.float32)
-    w = rng.standard_normal((7, 4)).astype(np.float32)
-    b = rng.standard_normal(4).astype(np.float32)
-    g = rng.standard_normal((*shape[:-1], 4)).astype(np.float32)
-    out, (gx, gw, gb) = _run(x, w, b, g)
-
-    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w.T.copy(), b))
-    want = torch.nn.functional.linear(tx, tw, tb)  # torch keeps the weight as (out, in)
-    want.backward(torch.tensor(g))
-    assert out.dtype == np.float32 and out.shape == tuple(want.shape)
-    np.testing.assert_allclose(out, want.detach().numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(gw, tw.grad.numpy().T, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(gb, tb.grad.numpy(), rtol=1e-5, atol=1e-5)
+    case = REF.case(f"linear/{'x'.join(map(str, shape))}")  # torch.nn.functional.linear
+    out, (gx, gw, gb) = _run(case["x"], case["w"], case["b"], case["g"])
+    assert out.dtype == np.float32 and out.shape == case["out"].shape
+    np.testing.assert_allclose(out, case["out"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gx, case["grad_x"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gw, case["grad_w"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gb, case["grad_b"], rtol=1e-5, atol=1e-5)
 
 
 def test_linear_layer_matches_torch_module_with_copied_weights():
-    np.random.seed(4)
+    case = REF.case("module")  # a torch.nn.Linear(6, 3) holding these weights
     layer = Linear(6, 3)
-    ref = torch.nn.Linear(6, 3)
-    with torch.no_grad():
-        ref.weight.copy_(torch.tensor(layer.weight.data.T))
-        ref.bias.copy_(torch.tensor(layer.bias.data))
-    x = np.random.standard_normal((2, 5, 6)).astype(np.float32)
-    got = layer(Tensor(x))
+    layer.weight.data[...], layer.bias.data[...] = case["weight"], case["bias"]
+    got = layer(Tensor(case["x"]))
     assert isinstance(got, Tensor) and got.dtype == np.float32
-    np.testing.assert_allclose(
-        got.data, ref(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6
-    )
+    np.testing.assert_allclose(got.data, case["out"], rtol=1e-5, atol=1e-6)
 
 
 def test_linear_without_bias():

@@ -1,9 +1,8 @@
 """log_softmax and the binary cross-entropies, spelled and behaving as in PyTorch."""
 
 import numpy as np
+import oracle
 import pytest
-import torch
-import torch.nn.functional as F
 from fdcheck import check_function
 
 import tinytorch.nn as nn
@@ -15,25 +14,24 @@ from tinytorch.core.losses import (
 )
 from tinytorch.core.tensor import ShapeError, Tensor
 
-rng = np.random.default_rng(0)
+# PyTorch's values and gradients of the first input (tests/torch_oracle/m04_losses.py)
+REF = oracle.load(__file__)
 
 
-def _grads(ours, theirs, *arrays):
-    """Loss and input gradient of a tinytorch and a torch function on the same float32 arrays."""
+def _grads(ours, case, *names):
+    """Loss and input gradient of a tinytorch function, and PyTorch's, on the case's arrays."""
+    arrays = [case[name] for name in names]
     mine = [Tensor(a, requires_grad=True) for a in arrays]
     loss = ours(*mine)
     loss.backward() if loss.size == 1 else (loss * Tensor(np.ones(loss.shape))).sum().backward()
-    ref = [torch.tensor(a, requires_grad=True) for a in arrays]
-    out = theirs(*ref)
-    (out if out.numel() == 1 else out.sum()).backward()
-    return loss.data, mine[0].grad, out.detach().numpy(), ref[0].grad.numpy()
+    return loss.data, mine[0].grad, case["out"], case["grad"]
 
 
 @pytest.mark.parametrize("dim", [-1, 0, 1])
 def test_log_softmax_matches_torch_values_and_gradients(dim):
-    x = rng.normal(scale=4.0, size=(3, 5)).astype(np.float32)
-    ours, g, theirs, tg = _grads(lambda t: TF.log_softmax(t, dim=dim),
-                                 lambda t: F.log_softmax(t, dim=dim), x)  # fmt: skip
+    case = REF.case(f"log_softmax{dim}")  # F.log_softmax(x, dim=dim)
+    x = case["x"]
+    ours, g, theirs, tg = _grads(lambda t: TF.log_softmax(t, dim=dim), case, "x")
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(g, tg, rtol=1e-5, atol=1e-5)
     check_function(LogSoftmaxFunction, x, kwargs={"axis": dim})
@@ -45,27 +43,25 @@ def test_log_softmax_of_huge_logits_is_finite():
 
 
 def test_bce_loss_matches_torch_on_probabilities():
-    p = rng.uniform(0.02, 0.98, size=(4, 3)).astype(np.float32)
-    t = (rng.uniform(size=(4, 3)) > 0.5).astype(np.float32)
-    ours, g, theirs, tg = _grads(lambda a, b: nn.BCELoss()(a, b),
-                                 lambda a, b: torch.nn.BCELoss()(a, b), p, t)  # fmt: skip
+    case = REF.case("bce")  # torch.nn.BCELoss()
+    p, t = case["p"], case["t"]
+    ours, g, theirs, tg = _grads(lambda a, b: nn.BCELoss()(a, b), case, "p", "t")
     np.testing.assert_allclose(ours, theirs, rtol=1e-5)
     np.testing.assert_allclose(g, tg, rtol=1e-4, atol=1e-6)
     check_function(BCEFunction, p, t, wrt=[0], rtol=1e-4)
 
 
 def test_bce_at_a_certain_wrong_answer_is_clamped_like_torch():
-    p, t = np.array([0.0, 1.0, 0.5], np.float32), np.array([1.0, 0.0, 1.0], np.float32)
-    ours = TF.binary_cross_entropy(p, t).item()
-    theirs = F.binary_cross_entropy(torch.tensor(p), torch.tensor(t)).item()
+    case = REF.case("bce_clamped")  # F.binary_cross_entropy at p = 0 and 1
+    ours = TF.binary_cross_entropy(case["p"], case["t"]).item()
+    theirs = case["out"].item()
     assert np.isfinite(ours) and ours == pytest.approx(theirs, rel=1e-6)
 
 
 def test_bce_with_logits_matches_torch_and_never_overflows():
-    z = rng.normal(scale=30.0, size=(5, 2)).astype(np.float32)  # far beyond exp's range in float32
-    t = (rng.uniform(size=(5, 2)) > 0.5).astype(np.float32)
-    ours, g, theirs, tg = _grads(lambda a, b: nn.BCEWithLogitsLoss()(a, b),
-                                 lambda a, b: torch.nn.BCEWithLogitsLoss()(a, b), z, t)  # fmt: skip
+    case = REF.case("bce_logits")  # torch.nn.BCEWithLogitsLoss(), |z| far beyond exp's range
+    z, t = case["z"], case["t"]
+    ours, g, theirs, tg = _grads(lambda a, b: nn.BCEWithLogitsLoss()(a, b), case, "z", "t")
     np.testing.assert_allclose(ours, theirs, rtol=1e-5)
     np.testing.assert_allclose(g, tg, rtol=1e-5, atol=1e-7)
     check_function(BCEWithLogitsFunction, z / 10, t, wrt=[0])

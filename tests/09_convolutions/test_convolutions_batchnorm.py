@@ -1,60 +1,48 @@
-"""BatchNorm2d: train and eval mode, running statistics and gradients against torch."""
+"""BatchNorm2d: train and eval mode, running statistics and gradients against torch.
+
+torch.nn.BatchNorm2d's answers are committed in torch_reference.npz
+(tests/torch_oracle/m09_convolutions.py).
+"""
 
 import numpy as np
+import oracle
 import pytest
-import torch
 from fdcheck import check_function
 
 from tinytorch.core.spatial import BatchNorm2d, BatchNorm2dFunction
 from tinytorch.core.tensor import Tensor, precision
 
-
-def torch_pair(norm):
-    ref = torch.nn.BatchNorm2d(norm.num_features, eps=norm.eps, momentum=norm.momentum).double()
-    with torch.no_grad():
-        ref.weight.copy_(torch.tensor(norm.weight.data))
-        ref.bias.copy_(torch.tensor(norm.bias.data))
-    return ref
+REF = oracle.load(__file__)
 
 
 @pytest.mark.parametrize("shape", [(4, 3, 5, 2), (2, 1, 3, 3), (8, 5, 1, 1)])
 def test_training_and_eval_match_torch_over_several_steps(shape):
-    rng = np.random.default_rng(shape[1])
+    name = "batchnorm/" + "x".join(map(str, shape))
     with precision(np.float64):
         norm = BatchNorm2d(shape[1], momentum=0.3)
-        norm.weight.data[:] = rng.uniform(0.5, 2.0, shape[1])
-        norm.bias.data[:] = rng.standard_normal(shape[1])
-    ref = torch_pair(norm)
+        norm.weight.data[:] = REF[f"{name}/weight"]
+        norm.bias.data[:] = REF[f"{name}/bias"]
     for step in range(3):
-        x_np = rng.standard_normal(shape) * (step + 1) + step
-        grad = rng.standard_normal(shape)
+        want = REF.case(f"{name}/step{step}")
         with precision(np.float64):
-            x = Tensor(x_np, requires_grad=True)
+            x = Tensor(want["x"], requires_grad=True)
             norm.zero_grad()
             y = norm(x)
-            y.backward(grad)
-        tx = torch.tensor(x_np, requires_grad=True)
-        ref.zero_grad()
-        ty = ref(tx)
-        ty.backward(torch.tensor(grad))
-        np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-9, atol=1e-10)
-        np.testing.assert_allclose(x.grad, tx.grad.numpy(), rtol=1e-8, atol=1e-10)
-        np.testing.assert_allclose(norm.weight.grad, ref.weight.grad.numpy(), rtol=1e-9, atol=1e-10)
-        np.testing.assert_allclose(norm.bias.grad, ref.bias.grad.numpy(), rtol=1e-9, atol=1e-10)
-        np.testing.assert_allclose(norm.running_mean, ref.running_mean.numpy(), rtol=1e-9)
-        np.testing.assert_allclose(norm.running_var, ref.running_var.numpy(), rtol=1e-9)
+            y.backward(want["grad"])
+        np.testing.assert_allclose(y.data, want["y"], rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(x.grad, want["grad_x"], rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(norm.weight.grad, want["grad_weight"], rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(norm.bias.grad, want["grad_bias"], rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(norm.running_mean, want["mean"], rtol=1e-9)
+        np.testing.assert_allclose(norm.running_var, want["var"], rtol=1e-9)
     norm.eval()
-    ref.eval()
-    x_np, grad = rng.standard_normal((2, *shape[1:])), rng.standard_normal((2, *shape[1:]))
+    want = REF.case(f"{name}/eval")
     with precision(np.float64):
-        x = Tensor(x_np, requires_grad=True)
+        x = Tensor(want["x"], requires_grad=True)
         y = norm(x)
-        y.backward(grad)
-    tx = torch.tensor(x_np, requires_grad=True)
-    ty = ref(tx)
-    ty.backward(torch.tensor(grad))
-    np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-9, atol=1e-10)
-    np.testing.assert_allclose(x.grad, tx.grad.numpy(), rtol=1e-9, atol=1e-10)
+        y.backward(want["grad"])
+    np.testing.assert_allclose(y.data, want["y"], rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(x.grad, want["grad_x"], rtol=1e-9, atol=1e-10)
 
 
 def test_eval_leaves_the_running_statistics_alone():

@@ -1,14 +1,17 @@
-"""Conv2d: values and gradients against torch.nn.functional.conv2d and finite differences."""
+"""Conv2d: values and gradients against torch.nn.functional.conv2d and finite differences.
+
+PyTorch's answers are committed in torch_reference.npz (tests/torch_oracle/m09_convolutions.py).
+"""
 
 import numpy as np
+import oracle
 import pytest
-import torch
-import torch.nn.functional as F
 from fdcheck import check_function, check_graph
 
 from tinytorch.core.spatial import Conv2d, Conv2dFunction, col2im, im2col
 from tinytorch.core.tensor import Tensor, precision
 
+REF = oracle.load(__file__)
 # (N, C, H, W), out channels, kernel, stride, padding, bias
 CASES = [
     ((2, 1, 8, 8), 4, (3, 3), (1, 1), (0, 0), True),
@@ -17,52 +20,40 @@ CASES = [
     ((2, 4, 5, 5), 3, (5, 5), (2, 2), (2, 2), True),
     ((4, 1, 9, 6), 1, (2, 3), (3, 2), (1, 1), False),
 ]
+INDEXED = [(i, *case) for i, case in enumerate(CASES)]  # the position names the committed case
 
 
-def torch_conv(x, w, b, stride, padding, grad):
-    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
-    tb = torch.tensor(b, requires_grad=True) if b is not None else None
-    out = F.conv2d(tx, tw, tb, stride=stride, padding=padding)
-    out.backward(torch.tensor(grad))
-    return (
-        out.detach().numpy(),
-        tx.grad.numpy(),
-        tw.grad.numpy(),
-        (tb.grad.numpy() if b is not None else None),
-    )
-
-
-@pytest.mark.parametrize("shape, out, kernel, stride, padding, bias", CASES)
-def test_layer_matches_torch_values_and_every_gradient(shape, out, kernel, stride, padding, bias):
-    rng = np.random.default_rng(sum(shape) + out)
+@pytest.mark.parametrize("i, shape, out, kernel, stride, padding, bias", INDEXED)
+def test_layer_matches_torch_values_and_every_gradient(
+    i, shape, out, kernel, stride, padding, bias
+):
+    case = REF.case(f"conv/{i}")  # F.conv2d with these weights, and its backward of `grad`
     with precision(np.float64):
         layer = Conv2d(shape[1], out, kernel, stride=stride, padding=padding, bias=bias)
-        x = Tensor(rng.standard_normal(shape), requires_grad=True)
+        layer.weight.data = case["w"].copy()
+        if bias:
+            layer.bias.data = case["b"].copy()
+        x = Tensor(case["x"], requires_grad=True)
         y = layer(x)
-        grad = rng.standard_normal(y.shape)
-        y.backward(grad)
-    b = layer.bias.data if bias else None
-    want, gx, gw, gb = torch_conv(x.data, layer.weight.data, b, stride, padding, grad)
-    assert y.shape == want.shape
-    np.testing.assert_allclose(y.data, want, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(x.grad, gx, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(layer.weight.grad, gw, rtol=1e-10, atol=1e-12)
+        y.backward(case["grad"])
+    assert y.shape == case["y"].shape
+    np.testing.assert_allclose(y.data, case["y"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(x.grad, case["grad_x"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(layer.weight.grad, case["grad_w"], rtol=1e-10, atol=1e-12)
     if bias:
-        np.testing.assert_allclose(layer.bias.grad, gb, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(layer.bias.grad, case["grad_b"], rtol=1e-10, atol=1e-12)
     else:
         assert layer.bias is None and len(layer.parameters()) == 1
 
 
 def test_float32_forward_matches_torch():
-    rng = np.random.default_rng(5)
+    case = REF.case("conv_float32")
     layer = Conv2d(3, 8, 3, padding=1)
-    x = rng.standard_normal((4, 3, 10, 10)).astype(np.float32)
-    y = layer(x)
-    want = F.conv2d(
-        torch.tensor(x), torch.tensor(layer.weight.data), torch.tensor(layer.bias.data), padding=1
-    )
+    assert layer.weight.dtype == np.float32
+    layer.weight.data[...], layer.bias.data[...] = case["w"], case["b"]
+    y = layer(case["x"])
     assert y.dtype == np.float32 and layer.weight.dtype == np.float32
-    np.testing.assert_allclose(y.data, want.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(y.data, case["y"], rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape, out, kernel, stride, padding, bias", CASES[:4])
@@ -104,8 +95,9 @@ def test_im2col_rows_are_the_windows_and_col2im_is_its_adjoint():
     x = rng.standard_normal((2, 3, 6, 7))
     kernel, stride, padding = (3, 2), (2, 3), (1, 2)
     cols = im2col(x, kernel, stride, padding)
-    unfolded = F.unfold(torch.tensor(x), kernel, padding=padding, stride=stride)  # (N, C*kh*kw, L)
-    np.testing.assert_array_equal(cols, unfolded.transpose(1, 2).reshape(-1, cols.shape[1]).numpy())
+    unfolded = REF["unfold/unfolded"]  # torch's F.unfold of the same x: (N, C*kh*kw, L)
+    np.testing.assert_array_equal(x, REF["unfold/x"])
+    np.testing.assert_array_equal(cols, unfolded.transpose(0, 2, 1).reshape(-1, cols.shape[1]))
     g = rng.standard_normal(cols.shape)
     # <im2col(x), g> == <x, col2im(g)> for every x: col2im is the transpose of im2col
     np.testing.assert_allclose(

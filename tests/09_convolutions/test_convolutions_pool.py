@@ -1,9 +1,11 @@
-"""MaxPool2d, AvgPool2d and Flatten against PyTorch and finite differences."""
+"""MaxPool2d, AvgPool2d and Flatten against PyTorch and finite differences.
+
+PyTorch's answers are committed in torch_reference.npz (tests/torch_oracle/m09_convolutions.py).
+"""
 
 import numpy as np
+import oracle
 import pytest
-import torch
-import torch.nn.functional as F
 from fdcheck import check_function
 
 from tinytorch.core.spatial import (
@@ -15,36 +17,28 @@ from tinytorch.core.spatial import (
 )
 from tinytorch.core.tensor import Tensor, precision
 
-# (N, C, H, W), kernel, stride (None: the kernel), padding
+REF = oracle.load(__file__)
+# (N, C, H, W), kernel, stride (None: the kernel), padding; the position names the committed case
 CASES = [
     ((2, 1, 8, 8), 2, None, 0),
     ((1, 3, 7, 9), (3, 2), (2, 1), (1, 1)),
     ((3, 2, 5, 6), 3, 2, 1),
     ((2, 4, 6, 5), (1, 3), (1, 2), (0, 1)),
 ]
-
-
-def torch_pool(kind, x, kernel, stride, padding, grad):
-    tx = torch.tensor(x, requires_grad=True)
-    pool = F.max_pool2d if kind == "max" else F.avg_pool2d
-    out = pool(tx, kernel, stride=stride, padding=padding)
-    out.backward(torch.tensor(grad))
-    return out.detach().numpy(), tx.grad.numpy()
+INDEXED = [(i, *case) for i, case in enumerate(CASES)]
 
 
 @pytest.mark.parametrize("kind, layer", [("max", MaxPool2d), ("avg", AvgPool2d)])
-@pytest.mark.parametrize("shape, kernel, stride, padding", CASES)
-def test_pooling_matches_torch(kind, layer, shape, kernel, stride, padding):
-    rng = np.random.default_rng(sum(shape))
+@pytest.mark.parametrize("i, shape, kernel, stride, padding", INDEXED)
+def test_pooling_matches_torch(kind, layer, i, shape, kernel, stride, padding):
+    case = REF.case(f"pool/{kind}/{i}")  # F.max_pool2d / F.avg_pool2d and their backward
     with precision(np.float64):
-        x = Tensor(rng.standard_normal(shape), requires_grad=True)
+        x = Tensor(case["x"], requires_grad=True)
         y = layer(kernel, stride=stride, padding=padding)(x)
-        grad = rng.standard_normal(y.shape)
-        y.backward(grad)
-    want, gx = torch_pool(kind, x.data, kernel, stride, padding, grad)
-    assert y.shape == want.shape
-    np.testing.assert_allclose(y.data, want, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(x.grad, gx, rtol=1e-12, atol=1e-12)
+        y.backward(case["grad"])
+    assert x.shape == shape and y.shape == case["y"].shape
+    np.testing.assert_allclose(y.data, case["y"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(x.grad, case["grad_x"], rtol=1e-12, atol=1e-12)
 
 
 def test_max_pool_gradient_goes_to_the_first_of_tied_maxima_like_torch():
@@ -52,8 +46,8 @@ def test_max_pool_gradient_goes_to_the_first_of_tied_maxima_like_torch():
     x[0, 0, 0, 1] = x[0, 0, 1, 0] = 1.0  # two winners in the first window
     t = Tensor(x, requires_grad=True)
     MaxPool2d(2)(t).sum().backward()
-    _, want = torch_pool("max", x, 2, None, 0, np.ones((1, 1, 2, 2)))
-    np.testing.assert_array_equal(t.grad, want)
+    np.testing.assert_array_equal(REF["pool_ties/x"], x)
+    np.testing.assert_array_equal(t.grad, REF["pool_ties/grad_x"])
     assert t.grad.sum() == 4
 
 
@@ -76,8 +70,8 @@ def test_flatten_matches_torch_and_passes_the_gradient_back():
     rng = np.random.default_rng(0)
     x = Tensor(rng.standard_normal((2, 3, 4, 5)), requires_grad=True)
     for start, end in ((1, -1), (0, 1), (2, 3), (1, 2)):
-        want = torch.flatten(torch.tensor(x.data), start, end)
-        assert Flatten(start, end)(x).shape == tuple(want.shape)
+        want = REF[f"flatten/{start}/{end}/shape"]  # torch.flatten's result shape
+        assert Flatten(start, end)(x).shape == tuple(int(n) for n in want)
     y = Flatten()(x)
     g = rng.standard_normal(y.shape)
     y.backward(g)

@@ -1,8 +1,8 @@
 """Scaled dot-product attention: gradients, PyTorch parity, masks, masked rows, errors."""
 
 import numpy as np
+import oracle
 import pytest
-import torch
 from fdcheck import check_graph
 
 from tinytorch.core.attention import (
@@ -68,25 +68,17 @@ def test_core_gradient_through_the_engine():
     check_graph(build, *_qkv(rng, (2, 4, 3), (2, 4, 3)))
 
 
-def _torch_sdpa(q, k, v, mask, upstream):
-    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
-    attn_mask = None if mask is None else torch.tensor(mask)
-    out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=attn_mask)
-    (out * torch.tensor(upstream)).sum().backward()
-    return out.detach().numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()
-
-
 @pytest.mark.parametrize("masking", ["causal", "padding"])
 def test_parity_with_torch_sdpa(masking):
-    rng = np.random.default_rng(3)
-    batch, heads, steps, dim = 4, 3, 16, 8
-    q, k, v = (rng.standard_normal((batch, heads, steps, dim)).astype(np.float32) for _ in range(3))
+    # torch.nn.functional.scaled_dot_product_attention's output and gradients, committed
+    case = oracle.load(__file__).case(f"sdpa/{masking}")
+    steps = case["q"].shape[2]
     mask = causal_mask(steps) if masking == "causal" else padding_mask([16, 9, 1, 12], steps)
-    upstream = rng.standard_normal((batch, heads, steps, dim)).astype(np.float32)
-    tensors = [Tensor(a, requires_grad=True) for a in (q, k, v)]
+    np.testing.assert_array_equal(mask, case["mask"])  # the mask torch was given
+    tensors = [Tensor(case[name], requires_grad=True) for name in "qkv"]
     out, weights = scaled_dot_product_attention(*tensors, mask=mask)
-    out.backward(upstream)
-    want = _torch_sdpa(q, k, v, mask, upstream)
+    out.backward(case["upstream"])
+    want = [case["out"], case["grad_q"], case["grad_k"], case["grad_v"]]
     assert out.dtype == np.float32 and all(t.grad.dtype == np.float32 for t in tensors)
     got = [out.data] + [t.grad for t in tensors]
     errors = [float(np.abs(g - w).max()) for g, w in zip(got, want)]

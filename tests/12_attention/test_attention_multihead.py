@@ -1,8 +1,12 @@
-"""MultiHeadAttention: gradients, parity with torch.nn.MultiheadAttention, KV cache, plots."""
+"""MultiHeadAttention: gradients, parity with torch.nn.MultiheadAttention, KV cache, plots.
+
+torch.nn.MultiheadAttention's answers, for the weights and inputs stored beside them, are committed
+in torch_reference.npz (tests/torch_oracle/m12_attention.py).
+"""
 
 import numpy as np
+import oracle
 import pytest
-import torch
 from fdcheck import check_graph
 
 from tinytorch.core.attention import (
@@ -16,38 +20,18 @@ from tinytorch.core.tensor import Tensor, precision
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 
-def _randn(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
+REF = oracle.load(__file__)
 
 
-def _torch_copy(attn, bias=True):
-    """torch.nn.MultiheadAttention with our weights: torch stores (out, in), rows q, k, v."""
-    E, H = attn.embed_dim, attn.num_heads
-    ref = torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True)
-    with torch.no_grad():
-        qkv = [getattr(attn, n).weight.data.T for n in PROJECTIONS[:3]]
-        ref.in_proj_weight.copy_(torch.tensor(np.concatenate(qkv)))
-        ref.out_proj.weight.copy_(torch.tensor(attn.out_proj.weight.data.T))
-        if bias:
-            biases = [getattr(attn, n).bias.data for n in PROJECTIONS[:3]]
-            ref.in_proj_bias.copy_(torch.tensor(np.concatenate(biases)))
-            ref.out_proj.bias.copy_(torch.tensor(attn.out_proj.bias.data))
-    return ref
+def _load(attn, case):
+    """Give `attn` the case's weights (our (in, out) layout)."""
+    for name, p in attn.named_parameters():
+        p.data[...] = case[name]
 
 
-def _torch_grads(attn, ref):
+def _torch_grads(attn, case):
     """Our parameter gradients next to torch's, in our (in, out) layout."""
-    E = attn.embed_dim
-    pairs = []
-    for i, name in enumerate(PROJECTIONS[:3]):
-        mine = getattr(attn, name)
-        pairs.append((mine.weight.grad, ref.in_proj_weight.grad[i * E : (i + 1) * E].T))
-        if mine.bias is not None:
-            pairs.append((mine.bias.grad, ref.in_proj_bias.grad[i * E : (i + 1) * E]))
-    pairs.append((attn.out_proj.weight.grad, ref.out_proj.weight.grad.T))
-    if attn.out_proj.bias is not None:
-        pairs.append((attn.out_proj.bias.grad, ref.out_proj.bias.grad))
-    return [(a, b.numpy()) for a, b in pairs]
+    return [(p.grad, case[f"grad.{name}"]) for name, p in attn.named_parameters()]
 
 
 def _max_error(pairs):
@@ -104,54 +88,36 @@ def test_multihead_gradients_by_finite_differences(kind):
 
 @pytest.mark.parametrize("masking", ["causal", "padding"])
 def test_self_attention_parity_with_torch(masking):
-    rng = np.random.default_rng(2)
-    np.random.seed(2)
-    batch, steps, E, H = 3, 10, 16, 4
+    case = REF.case(f"self/{masking}")  # torch's attn_mask / key_padding_mask (lengths 10, 6, 1)
+    steps, E, H = 10, 16, 4
     attn = MultiHeadAttention(E, H)
-    ref = _torch_copy(attn)
-    x = _randn(rng, batch, steps, E)
-    upstream = _randn(rng, batch, steps, E)
-    lengths = [10, 6, 1]
-    if masking == "causal":
-        mask, torch_masks = causal_mask(steps), {"attn_mask": torch.tensor(causal_mask(steps))}
-    else:
-        keep = np.arange(steps) < np.array(lengths)[:, None]
-        mask, torch_masks = padding_mask(lengths, steps), {"key_padding_mask": torch.tensor(~keep)}
+    _load(attn, case)
+    mask = causal_mask(steps) if masking == "causal" else padding_mask([10, 6, 1], steps)
 
-    xt = Tensor(x, requires_grad=True)
+    xt = Tensor(case["x"], requires_grad=True)
     out = attn(xt, mask)
-    out.backward(upstream)
-    tx = torch.tensor(x, requires_grad=True)
-    want, weights = ref(tx, tx, tx, need_weights=True, average_attn_weights=False, **torch_masks)
-    (want * torch.tensor(upstream)).sum().backward()
+    out.backward(case["upstream"])
 
     assert out.dtype == np.float32 and xt.grad.dtype == np.float32
-    assert _max_error([(out.data, want.detach().numpy())]) < 1e-5
-    assert _max_error([(attn.last_attention, weights.detach().numpy())]) < 1e-6
-    assert _max_error([(xt.grad, tx.grad.numpy())]) < 1e-5
-    assert _max_error(_torch_grads(attn, ref)) < 5e-5
+    assert _max_error([(out.data, case["out"])]) < 1e-5
+    assert _max_error([(attn.last_attention, case["attention"])]) < 1e-6
+    assert _max_error([(xt.grad, case["grad_x"])]) < 1e-5
+    assert _max_error(_torch_grads(attn, case)) < 5e-5
 
 
 def test_cross_attention_parity_with_torch_and_no_bias():
-    rng = np.random.default_rng(3)
-    np.random.seed(3)
+    case = REF.case("cross")  # torch's key_padding_mask keeping 7 and 3 of the 7 keys
     attn = MultiHeadAttention(8, 2, bias=False)
-    ref = _torch_copy(attn, bias=False)
-    x, memory = _randn(rng, 2, 4, 8), _randn(rng, 2, 7, 8)  # 4 queries over 7 keys
-    keep = np.arange(7) < np.array([7, 3])[:, None]
-    upstream = _randn(rng, 2, 4, 8)
-
-    xt, mt = Tensor(x, requires_grad=True), Tensor(memory, requires_grad=True)
+    _load(attn, case)
+    # 4 queries over 7 keys
+    xt, mt = Tensor(case["x"], requires_grad=True), Tensor(case["memory"], requires_grad=True)
     out = attn(xt, key=mt, value=mt, mask=padding_mask([7, 3], 7))
-    out.backward(upstream)
-    tx, tm = torch.tensor(x, requires_grad=True), torch.tensor(memory, requires_grad=True)
-    want, _ = ref(tx, tm, tm, key_padding_mask=torch.tensor(~keep))
-    (want * torch.tensor(upstream)).sum().backward()
+    out.backward(case["upstream"])
 
     assert out.shape == (2, 4, 8) and attn.last_attention.shape == (2, 2, 4, 7)
-    assert _max_error([(out.data, want.detach().numpy())]) < 1e-5
-    assert _max_error([(xt.grad, tx.grad.numpy()), (mt.grad, tm.grad.numpy())]) < 1e-5
-    assert _max_error(_torch_grads(attn, ref)) < 5e-5
+    assert _max_error([(out.data, case["out"])]) < 1e-5
+    assert _max_error([(xt.grad, case["grad_x"]), (mt.grad, case["grad_memory"])]) < 1e-5
+    assert _max_error(_torch_grads(attn, case)) < 5e-5
 
 
 def test_causality_of_the_whole_layer():

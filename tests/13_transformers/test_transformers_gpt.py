@@ -3,9 +3,8 @@
 import dataclasses
 
 import numpy as np
+import oracle
 import pytest
-import torch
-from torch_reference import TorchGPT
 
 import tinytorch.models.transformer as models
 from tinytorch.core.attention import MultiHeadAttention
@@ -20,6 +19,8 @@ from tinytorch.models.weights import (
     to_torch_state_dict,
 )
 from tinytorch.nn import MLP, LayerNorm
+
+REF = oracle.load(__file__)  # PyTorch's answers (tests/torch_oracle/m13_transformers.py)
 
 
 def small_gpt(seed=0, **overrides):
@@ -82,22 +83,20 @@ def test_call_equals_forward_and_accepts_tensor_array_list():
         np.testing.assert_array_equal(gpt(form).data, want)
 
 
-def _parity(gpt, rng, dtype=torch.float64):
-    tokens = rng.integers(0, gpt.vocab_size, (3, 9))
-    ref = TorchGPT.from_tinytorch(gpt, dtype)
-    logits = gpt(tokens)
-    weight = rng.normal(size=logits.shape)
+def _parity(gpt, case):
+    """Logit error and each parameter's relative gradient error against the torch.nn GPT of
+    tests/torch_reference.py holding the same weights (float64)."""
+    load_torch_state_dict(gpt, oracle.torch_state(case))
+    logits = gpt(case["tokens"])
     gpt.zero_grad()
-    (logits * Tensor(weight)).sum().backward()
-    ref_logits = ref(torch.as_tensor(tokens))
-    (ref_logits * torch.as_tensor(weight, dtype=dtype)).sum().backward()
-    logit_err = np.abs(logits.data - ref_logits.detach().numpy()).max()
-    ref_grads = {k: v.grad for k, v in ref.named_parameters()}
+    (logits * Tensor(case["weight"])).sum().backward()
+    logit_err = np.abs(logits.data - case["logits"]).max()
+    ref_grads = oracle.torch_grads(case)
     ours = to_torch_state_dict(gpt)  # names in torch layout, to compare gradient for gradient
     grad_errs = {}
     for (name, p), key in zip(gpt.named_parameters(), [k for k in ours if k in ref_grads]):
         got = p.grad.T if p.grad.ndim == 2 and "embedding" not in name else p.grad
-        want = ref_grads[key].numpy()
+        want = ref_grads[key]
         # relative to the gradient's size; k_proj.bias has an exactly-zero gradient (softmax
         # ignores a shift shared by all keys), so its error is measured against a floor of 1e-3
         grad_errs[name] = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-3)
@@ -106,11 +105,10 @@ def _parity(gpt, rng, dtype=torch.float64):
 
 @pytest.mark.parametrize("norm_first", [True, False])
 @pytest.mark.parametrize("tie_weights", [False, True])
-def test_logits_and_every_gradient_match_torch(rng, norm_first, tie_weights):
+def test_logits_and_every_gradient_match_torch(norm_first, tie_weights):
     gpt = small_gpt(seed=1, norm_first=norm_first, tie_weights=tie_weights)
-    for p in gpt.parameters():  # move off the init so biases and norms matter
-        p.data += np.random.default_rng(2).normal(0, 0.05, p.shape).astype(np.float32)
-    logit_err, grad_errs = _parity(gpt, rng)
+    # weights off the init (drawn from a seed), so biases and norms matter
+    logit_err, grad_errs = _parity(gpt, REF.case(f"parity/{norm_first}/{tie_weights}"))
     assert logit_err < 1e-4
     assert len(grad_errs) == len(gpt.parameters())
     worst = max(grad_errs, key=grad_errs.get)
@@ -190,21 +188,18 @@ def test_save_load_roundtrip_without_pickle(tmp_path, rng):
     np.testing.assert_array_equal(again(tokens).data, gpt(tokens).data)
 
 
-def test_torch_layout_roundtrip_gives_same_logits(rng):
+def test_torch_layout_roundtrip_gives_same_logits():
     gpt = small_gpt(seed=3)
     state = to_torch_state_dict(gpt)
     assert state["blocks.0.attention.q_proj.weight"].shape == (16, 16)
     assert state["lm_head.weight"].shape == (23, 16) and "blocks.0.ln1.weight" in state
-    ref = TorchGPT.from_config(gpt.config)
-    ref.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
-    with torch.no_grad():  # train in torch, then carry the weights back
-        for p in ref.parameters():
-            p.add_(0.01 * torch.randn_like(p))
+    # a torch.nn GPT's state dict after a step of training in torch, and its logits
+    case = REF.case("roundtrip")
+    theirs = oracle.torch_state(case)
+    assert {k: v.shape for k, v in state.items()} == {k: v.shape for k, v in theirs.items()}
     back = small_gpt(seed=9)
-    load_torch_state_dict(back, {k: v.detach().numpy() for k, v in ref.state_dict().items()})
-    tokens = rng.integers(0, 23, (2, 7))
-    want = ref(torch.as_tensor(tokens)).detach().numpy()
-    np.testing.assert_allclose(back(tokens).data, want, atol=1e-5)
+    load_torch_state_dict(back, theirs)  # carry the weights back
+    np.testing.assert_allclose(back(case["tokens"]).data, case["logits"], atol=1e-5)
 
 
 def test_memory_estimates_follow_the_formulas():

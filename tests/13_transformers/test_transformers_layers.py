@@ -1,14 +1,16 @@
 """LayerNorm, MLP and TransformerBlock: statistics, finite differences, PyTorch, errors."""
 
 import numpy as np
+import oracle
 import pytest
-import torch
 from fdcheck import check_graph
 
 from tinytorch.core.attention import causal_mask
 from tinytorch.core.tensor import ShapeError, Tensor, precision
 from tinytorch.core.transformer import TransformerBlock
 from tinytorch.nn import MLP, LayerNorm
+
+REF = oracle.load(__file__)  # PyTorch's answers (tests/torch_oracle/m13_transformers.py)
 
 
 def test_layernorm_seed_example_mean_zero_std_one(rng):
@@ -23,27 +25,17 @@ def test_layernorm_seed_example_mean_zero_std_one(rng):
     assert [p is q for p, q in zip(ln.parameters(), [ln.gamma, ln.beta])] == [True, True]
 
 
-def test_layernorm_matches_torch_with_learned_affine(rng):
-    x = rng.normal(size=(3, 7, 16))
-    gamma, beta = rng.normal(size=16), rng.normal(size=16)
+def test_layernorm_matches_torch_with_learned_affine():
+    case = REF.case("layernorm")  # torch.nn.LayerNorm(16) in float64 with this gamma and beta
     ln = LayerNorm(16)
-    ln.gamma.data[:], ln.beta.data[:] = gamma, beta
-    xt = Tensor(x, requires_grad=True)
+    ln.gamma.data[:], ln.beta.data[:] = case["gamma"], case["beta"]
+    xt = Tensor(case["x"], requires_grad=True)
     out = ln(xt)
-    weight = rng.normal(size=out.shape)
-    (out * Tensor(weight)).sum().backward()
-
-    ref = torch.nn.LayerNorm(16).double()
-    with torch.no_grad():
-        ref.weight.copy_(torch.from_numpy(gamma))
-        ref.bias.copy_(torch.from_numpy(beta))
-    xr = torch.tensor(x, requires_grad=True)
-    ref_out = ref(xr)
-    (ref_out * torch.from_numpy(weight)).sum().backward()
-    np.testing.assert_allclose(out.data, ref_out.detach().numpy(), atol=2e-5)
-    np.testing.assert_allclose(xt.grad, xr.grad.numpy(), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(ln.gamma.grad, ref.weight.grad.numpy(), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(ln.beta.grad, ref.bias.grad.numpy(), rtol=1e-4, atol=1e-4)
+    (out * Tensor(case["weight"])).sum().backward()
+    np.testing.assert_allclose(out.data, case["out"], atol=2e-5)
+    np.testing.assert_allclose(xt.grad, case["grad_x"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ln.gamma.grad, case["grad_gamma"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ln.beta.grad, case["grad_beta"], rtol=1e-4, atol=1e-4)
 
 
 def _layernorm(x, gamma, beta):
@@ -71,16 +63,13 @@ def test_mlp_expands_four_times_and_keeps_shape(rng):
     assert MLP(embed_dim=512, hidden_dim=1000).linear1.weight.shape == (512, 1000)
 
 
-def test_mlp_applies_gelu_between_the_linears(rng):
+def test_mlp_applies_gelu_between_the_linears():
+    # torch.nn.Sequential(Linear(8, 12), GELU("tanh"), Linear(12, 8)) with these weights
+    case = REF.case("mlp")
     mlp = MLP(8, hidden_dim=12)
-    x = rng.normal(size=(3, 8)).astype(np.float32)
-    ref = torch.nn.Sequential(torch.nn.Linear(8, 12), torch.nn.GELU("tanh"), torch.nn.Linear(12, 8))
-    with torch.no_grad():
-        ref[0].weight.copy_(torch.from_numpy(mlp.linear1.weight.data.T.copy()))
-        ref[0].bias.copy_(torch.from_numpy(mlp.linear1.bias.data))
-        ref[2].weight.copy_(torch.from_numpy(mlp.linear2.weight.data.T.copy()))
-        ref[2].bias.copy_(torch.from_numpy(mlp.linear2.bias.data))
-    np.testing.assert_allclose(mlp(Tensor(x)).data, ref(torch.from_numpy(x)).detach(), atol=1e-5)
+    mlp.linear1.weight.data[...], mlp.linear1.bias.data[...] = case["w1"], case["b1"]
+    mlp.linear2.weight.data[...], mlp.linear2.bias.data[...] = case["w2"], case["b2"]
+    np.testing.assert_allclose(mlp(Tensor(case["x"])).data, case["out"], atol=1e-5)
 
 
 def test_mlp_gradients_pass_finite_differences(rng):

@@ -1,9 +1,8 @@
 """Variants built from the same parts: sinusoidal positions in GPT, a padded encoder batch."""
 
 import numpy as np
+import oracle
 import pytest
-import torch
-from torch_reference import TorchGPT
 
 from tinytorch.core.attention import padding_mask, plot_attention
 from tinytorch.core.embeddings import sinusoidal_table
@@ -11,7 +10,12 @@ from tinytorch.core.losses import cross_entropy
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.transformer import GPT, GPTConfig, Seq2SeqTransformer, TransformerEncoder
 from tinytorch.models.scaling import count_parameters, estimate_parameters
-from tinytorch.models.weights import load_model, save_model, to_torch_state_dict
+from tinytorch.models.weights import (
+    load_model,
+    load_torch_state_dict,
+    save_model,
+    to_torch_state_dict,
+)
 
 SIZES = dict(vocab_size=23, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=12)
 
@@ -59,25 +63,21 @@ def test_sinusoidal_positions_are_module_11s_table(rng):
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
-def test_sinusoidal_logits_and_gradients_match_torch(rng, norm_first):
+def test_sinusoidal_logits_and_gradients_match_torch(norm_first):
+    # the torch.nn GPT of tests/torch_reference.py (float64), weights off the init from a seed
+    case = oracle.load(__file__).case(f"sinusoidal/{norm_first}")
     gpt = small_gpt(seed=6, position="sinusoidal", norm_first=norm_first)
-    for p in gpt.parameters():  # move off the init so biases and norms matter
-        p.data += rng.normal(0, 0.05, p.shape).astype(np.float32)
-    ref = TorchGPT.from_tinytorch(gpt, torch.float64)
-    assert not any("position" in name for name, _ in ref.named_parameters())
-    tokens = rng.integers(0, 23, (3, 12))
-    weight = rng.normal(size=(3, 12, 23))
-    logits = gpt(tokens)
-    (logits * Tensor(weight)).sum().backward()
-    want = ref(torch.as_tensor(tokens))
-    (want * torch.as_tensor(weight)).sum().backward()
-    np.testing.assert_allclose(logits.data, want.detach().numpy(), atol=1e-4)
-    ref_grads = dict(ref.named_parameters())
+    load_torch_state_dict(gpt, oracle.torch_state(case))
+    assert not case["position_weights"]  # torch's model has no position weights either
+    logits = gpt(case["tokens"])
+    (logits * Tensor(case["weight"])).sum().backward()
+    np.testing.assert_allclose(logits.data, case["logits"], atol=1e-4)
+    ref_grads = oracle.torch_grads(case)
     ours = [k for k in to_torch_state_dict(gpt) if k in ref_grads]  # our order, torch names
     assert len(ours) == len(gpt.parameters())
     for (name, p), key in zip(gpt.named_parameters(), ours):
         got = p.grad.T if p.grad.ndim == 2 and "embedding" not in name else p.grad
-        expected = ref_grads[key].grad.numpy()
+        expected = ref_grads[key]
         error = np.linalg.norm(got - expected) / max(np.linalg.norm(expected), 1e-3)
         assert error < 1e-4, (name, error)
 

@@ -1,10 +1,8 @@
 """FLOP and parameter counts against PyTorch's own counter, brute force and the analytic formula."""
 
 import numpy as np
+import oracle
 import pytest
-import torch
-from torch.utils.flop_counter import FlopCounterMode
-from torch_reference import TorchGPT
 
 from tinytorch.core.attention import scaled_dot_product_attention
 from tinytorch.core.hooks import listen
@@ -48,20 +46,22 @@ def profiled_step(model, tokens):
     return profiler
 
 
-def torch_step_flops(model, tokens) -> tuple[int, int]:
+# PyTorch's counts (torch.utils.flop_counter on the torch.nn GPT of tests/torch_reference.py),
+# committed by tests/torch_oracle/m14_profiling.py
+REF = oracle.load(__file__)
+
+
+def torch_step_flops(name) -> tuple[int, int]:
     """(forward, forward + backward) matrix-multiply FLOPs PyTorch counts for the same GPT."""
-    ref = TorchGPT.from_tinytorch(model)
-    idx = torch.as_tensor(tokens)
-    with FlopCounterMode(display=False) as forward:
-        ref(idx)
-    with FlopCounterMode(display=False) as step:
-        logits = ref(idx)
-        torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx.flatten()).backward()
-    return forward.get_total_flops(), step.get_total_flops()
+    return int(REF[f"flops/{name}/forward"]), int(REF[f"flops/{name}/total"])
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=["untied", "tied", "post-norm"])
-def test_a_gpt_step_counts_the_flops_pytorch_counts_and_the_formula_predicts(config):
+@pytest.mark.parametrize(
+    "name, config",
+    zip(["untied", "tied", "post-norm"], CONFIGS),
+    ids=["untied", "tied", "post-norm"],
+)
+def test_a_gpt_step_counts_the_flops_pytorch_counts_and_the_formula_predicts(name, config):
     model = gpt(**config)
     tokens = np.random.default_rng(1).integers(
         0, config["vocab_size"], size=(3, config["max_seq_len"])
@@ -69,7 +69,7 @@ def test_a_gpt_step_counts_the_flops_pytorch_counts_and_the_formula_predicts(con
     profiler = profiled_step(model, tokens)
     forward = sum(e.matmul_flops for e in profiler.events if e.phase == "forward")
     total = profiler.totals()["matmul_flops"]
-    torch_forward, torch_total = torch_step_flops(model, tokens)
+    torch_forward, torch_total = torch_step_flops(name)
     assert (forward, total) == (torch_forward, torch_total)
     analytic = gpt_step_flops(model.config, *tokens.shape)
     assert total == analytic["total"] == 3 * forward
@@ -187,13 +187,11 @@ def test_an_operation_without_a_rule_is_marked_unknown_not_free():
 
 def test_parameter_counts_group_by_layer_like_pytorch():
     model = gpt(**CONFIGS[1])
-    ref = TorchGPT.from_tinytorch(model)
+    ref = REF.case("parameters/tied")  # the torch.nn GPT's numel() sums
     blocks = parameter_counts(model, depth=2)
-    assert blocks["blocks.0"] == sum(p.numel() for p in ref.blocks[0].parameters())
-    assert blocks["ln_f"] == sum(p.numel() for p in ref.ln_f.parameters())
-    assert (
-        sum(blocks.values()) == count_parameters(model) == sum(p.numel() for p in ref.parameters())
-    )
+    assert blocks["blocks.0"] == ref["block0"]
+    assert blocks["ln_f"] == ref["ln_f"]
+    assert sum(blocks.values()) == count_parameters(model) == ref["total"]
     assert parameter_counts(model, depth=9)["blocks.0.attention.q_proj"] == 24 * 24 + 24
     with pytest.raises(ValueError, match="depth must be a whole number >= 1"):
         parameter_counts(model, depth=0)

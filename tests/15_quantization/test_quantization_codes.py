@@ -1,9 +1,8 @@
 """Scales, codes and their round trip: exact arithmetic, error bounds, PyTorch's quantizers."""
 
 import numpy as np
+import oracle
 import pytest
-import torch
-from torch.ao.quantization.observer import MinMaxObserver, PerChannelMinMaxObserver
 
 from tinytorch.compress.quantization import (
     RangeObserver,
@@ -17,10 +16,9 @@ from tinytorch.compress.quantization import (
     unpack_nibbles,
 )
 
-# torch 2.13 marks its quantized tensors deprecated; they stay the oracle until they are gone.
-quantized_tensors_deprecated = pytest.mark.filterwarnings(
-    "ignore:torch.quantize_per_tensor, torch.quantize_per_channel:UserWarning"
-)
+# PyTorch's quantize_per_tensor / quantize_per_channel and MinMaxObserver answers, committed
+# by tests/torch_oracle/m15_quantization.py
+REF = oracle.load(__file__)
 
 
 def test_code_ranges():
@@ -71,58 +69,44 @@ def test_values_outside_the_range_are_clipped():
     np.testing.assert_array_equal(quantize(np.array([-9.0, 9.0]), 1.0, 0, 4), [-8, 7])
 
 
-@quantized_tensors_deprecated
-def test_per_tensor_codes_equal_torch_quantize_per_tensor(rng):
-    x = rng.normal(size=(32, 16)).astype(np.float32) * 3
+def test_per_tensor_codes_equal_torch_quantize_per_tensor():
     for symmetric in (True, False):
-        scale, zero = quant_params(x, 8, symmetric)
-        ours = quantize(x, scale, zero)
-        theirs = torch.quantize_per_tensor(
-            torch.from_numpy(x), scale.item(), int(zero.item()), torch.qint8
-        )
-        np.testing.assert_array_equal(ours, theirs.int_repr().numpy())
+        case = REF.case(f"per_tensor/{symmetric}")  # torch's scale, zero point and codes
+        x, scale, zero = case["x"], case["scale"], case["zero"]
+        ours_scale, ours_zero = quant_params(x, 8, symmetric)
+        np.testing.assert_allclose(ours_scale.item(), scale.item(), rtol=1e-6)
+        assert ours_zero.item() == zero.item()
+        ours = quantize(x, ours_scale, ours_zero)
+        np.testing.assert_array_equal(ours, case["codes"])
         np.testing.assert_allclose(
-            dequantize(ours, scale, zero), theirs.dequantize().numpy(), rtol=1e-6
+            dequantize(ours, ours_scale, ours_zero), case["dequantized"], rtol=1e-6
         )
 
 
-@quantized_tensors_deprecated
-def test_per_channel_codes_equal_torch_quantize_per_channel(rng):
-    w = (rng.normal(size=(16, 24)) * rng.uniform(0.1, 4, size=24)).astype(np.float32)
+def test_per_channel_codes_equal_torch_quantize_per_channel():
     for symmetric in (True, False):
+        case = REF.case(f"per_channel/{symmetric}")
+        w = case["w"]
         scale, zero = quant_params(w, 8, symmetric, axis=1)
-        theirs = torch.quantize_per_channel(
-            torch.from_numpy(w),
-            torch.from_numpy(scale[0]),
-            torch.from_numpy(zero[0].astype(np.int64)),
-            axis=1,
-            dtype=torch.qint8,
-        )
-        np.testing.assert_array_equal(quantize(w, scale, zero), theirs.int_repr().numpy())
+        np.testing.assert_allclose(scale[0], case["scale"], rtol=1e-6)
+        np.testing.assert_array_equal(zero[0], case["zero"])
+        np.testing.assert_array_equal(quantize(w, scale, zero), case["codes"])
 
 
-def test_scales_equal_torch_min_max_observers(rng):
-    x = torch.from_numpy((rng.normal(size=(20, 12)) + 0.7).astype(np.float32))
-    sym = MinMaxObserver(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric,
-                         quant_min=-127, quant_max=127)  # fmt: skip
-    sym(x)
-    scale, zero = sym.calculate_qparams()
-    ours = quant_params(x.numpy(), 8, symmetric=True)
-    np.testing.assert_allclose(ours[0].item(), scale.item(), rtol=1e-6)
-    assert ours[1].item() == zero.item() == 0
-    affine = MinMaxObserver(dtype=torch.qint8, qscheme=torch.per_tensor_affine)
-    affine(x)
-    scale, zero = affine.calculate_qparams()
-    ours = quant_params(x.numpy(), 8, symmetric=False)
-    np.testing.assert_allclose(ours[0].item(), scale.item(), rtol=1e-6)
-    assert ours[1].item() == zero.item()
-    channel = PerChannelMinMaxObserver(ch_axis=1, dtype=torch.qint8,
-                                       qscheme=torch.per_channel_affine)  # fmt: skip
-    channel(x)
-    scale, zero = channel.calculate_qparams()
-    ours = quant_params(x.numpy(), 8, symmetric=False, axis=1)
-    np.testing.assert_allclose(ours[0][0], scale.numpy(), rtol=1e-6)
-    np.testing.assert_array_equal(ours[1][0], zero.numpy())
+def test_scales_equal_torch_min_max_observers():
+    # MinMaxObserver(qint8, per_tensor_symmetric, -127..127), then per_tensor_affine
+    sym = REF.case("observer/symmetric")
+    ours = quant_params(sym["x"], 8, symmetric=True)
+    np.testing.assert_allclose(ours[0].item(), sym["scale"].item(), rtol=1e-6)
+    assert ours[1].item() == sym["zero"].item() == 0
+    affine = REF.case("observer/affine")
+    ours = quant_params(affine["x"], 8, symmetric=False)
+    np.testing.assert_allclose(ours[0].item(), affine["scale"].item(), rtol=1e-6)
+    assert ours[1].item() == affine["zero"].item()
+    channel = REF.case("observer/channel")  # PerChannelMinMaxObserver(ch_axis=1, affine)
+    ours = quant_params(channel["x"], 8, symmetric=False, axis=1)
+    np.testing.assert_allclose(ours[0][0], channel["scale"], rtol=1e-6)
+    np.testing.assert_array_equal(ours[1][0], channel["zero"])
 
 
 def test_observer_keeps_the_range_over_batches(rng):

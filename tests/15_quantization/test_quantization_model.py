@@ -1,8 +1,8 @@
 """QuantizedLinear, a quantized GPT, calibration through the listener hook, measured bytes."""
 
 import numpy as np
+import oracle
 import pytest
-import torch
 
 from tinytorch.compress.quantization import (
     QuantizedEmbedding,
@@ -26,24 +26,17 @@ def small_gpt(seed=0, **kw):
     return GPT(**{**sizes, **kw})
 
 
-def test_quantized_linear_equals_torch_on_the_dequantized_weight(rng):
-    np.random.seed(1)
+def test_quantized_linear_equals_torch_on_the_dequantized_weight():
+    # torch.quantize_per_channel of the weight in torch's (out, in) layout (axis 0, symmetric),
+    # then F.linear with its dequantized weight
+    case = oracle.load(__file__).case("linear")
     linear = Linear(20, 12)
+    linear.weight.data[...], linear.bias.data[...] = case["weight"], case["bias"]
     q = QuantizedLinear.from_linear(linear)
-    scale, zero = quant_params(linear.weight.data, 8, True, axis=1)
-    w = torch.quantize_per_channel(
-        torch.from_numpy(linear.weight.data.T.copy()),  # torch's (out, in) layout: axis 0
-        torch.from_numpy(scale[0]),
-        torch.zeros(12, dtype=torch.int64),
-        axis=0,
-        dtype=torch.qint8,
-    )
-    x = rng.normal(size=(2, 5, 20)).astype(np.float32)
-    expected = torch.nn.functional.linear(
-        torch.from_numpy(x), w.dequantize(), torch.from_numpy(linear.bias.data)
-    )
-    np.testing.assert_array_equal(q.codes().T, w.int_repr().numpy())
-    np.testing.assert_allclose(q(x).data, expected.numpy(), rtol=1e-5, atol=1e-6)
+    scale, _ = quant_params(linear.weight.data, 8, True, axis=1)
+    np.testing.assert_allclose(scale[0], case["scale"], rtol=1e-6)
+    np.testing.assert_array_equal(q.codes().T, case["codes"])
+    np.testing.assert_allclose(q(case["x"]).data, case["out"], rtol=1e-5, atol=1e-6)
 
 
 def test_int4_layer_stores_half_the_bytes_of_int8():

@@ -4,9 +4,8 @@ finite differences), then a half-size GPT distilled from a trained one."""
 import copy
 
 import numpy as np
+import oracle
 import pytest
-import torch
-import torch.nn.functional as F
 from fdcheck import check_function
 
 from tinytorch.compress.distillation import (
@@ -24,11 +23,14 @@ from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import ShapeError, Tensor, precision
 from tinytorch.core.transformer import GPT
 
+# torch's svdvals and F.kl_div / F.cross_entropy, committed (tests/torch_oracle/m16_compression.py)
+REF = oracle.load(__file__)
+
 
 def test_low_rank_error_is_what_the_dropped_singular_values_hold(rng):
-    np.random.seed(0)
     linear = Linear(30, 20)
-    s = torch.linalg.svdvals(torch.from_numpy(linear.weight.data.astype(np.float64))).numpy()
+    linear.weight.data[...] = REF["svd/w"]
+    s = REF["svd/singular_values"]  # torch.linalg.svdvals in float64
     for rank in (1, 4, 10, 19):
         factored = low_rank(linear, rank)
         error = np.sum((factored.weight.data.astype(np.float64) - linear.weight.data) ** 2)
@@ -73,33 +75,22 @@ def test_factorize_copies_a_gpt_and_keeps_it_working(rng):
     assert all(type(m) is Linear for _, m in linears(exact))
 
 
-def torch_distillation(s, t, y, temperature, alpha):
-    v = s.shape[-1]
-    s_t = torch.tensor(s.reshape(-1, v), requires_grad=True)
-    t_t = torch.tensor(t.reshape(-1, v))
-    soft = F.kl_div(
-        F.log_softmax(s_t / temperature, -1),
-        F.log_softmax(t_t / temperature, -1),
-        reduction="batchmean",
-        log_target=True,
-    )
-    hard = F.cross_entropy(s_t, torch.tensor(y.reshape(-1)))
-    loss = alpha * temperature**2 * soft + (1 - alpha) * hard
-    loss.backward()
-    return loss.item(), s_t.grad.numpy().reshape(s.shape)
+DISTILLATION = [(1.0, 0.5), (2.0, 0.9), (4.0, 0.0), (0.5, 1.0)]  # temperature, alpha
 
 
-@pytest.mark.parametrize("temperature, alpha", [(1.0, 0.5), (2.0, 0.9), (4.0, 0.0), (0.5, 1.0)])
-def test_distillation_loss_and_gradient_equal_torch(rng, temperature, alpha):
-    s, t = rng.normal(size=(2, 5, 7)), rng.normal(size=(2, 5, 7)) * 3
-    y = rng.integers(0, 7, size=(2, 5))
+@pytest.mark.parametrize("i", range(len(DISTILLATION)))
+def test_distillation_loss_and_gradient_equal_torch(i):
+    # alpha * T^2 * F.kl_div(log_softmax(s / T), log_softmax(t / T), batchmean, log_target)
+    # + (1 - alpha) * F.cross_entropy(s, y), and its gradient in the student's logits
+    temperature, alpha = DISTILLATION[i]
+    case = REF.case(f"distillation/{i}")
+    assert (case["temperature"], case["alpha"]) == (temperature, alpha)
     with precision(np.float64):
-        student = Tensor(s, requires_grad=True)
-        loss = distillation_loss(student, t, y, temperature, alpha)
+        student = Tensor(case["student"], requires_grad=True)
+        loss = distillation_loss(student, case["teacher"], case["targets"], temperature, alpha)
         loss.backward()
-    want_loss, want_grad = torch_distillation(s, t, y, temperature, alpha)
-    np.testing.assert_allclose(loss.data, want_loss, rtol=1e-10)
-    np.testing.assert_allclose(student.grad, want_grad, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(loss.data, case["loss"], rtol=1e-10)
+    np.testing.assert_allclose(student.grad, case["grad"], rtol=1e-8, atol=1e-12)
 
 
 def test_distillation_backward_against_finite_differences(rng):

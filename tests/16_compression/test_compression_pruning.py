@@ -3,9 +3,8 @@
 import copy
 
 import numpy as np
+import oracle
 import pytest
-import torch
-import torch.nn.utils.prune as torch_prune
 
 from tinytorch.compress.pruning import (
     PrunedAttention,
@@ -24,6 +23,9 @@ from tinytorch.core.attention import MultiHeadAttention, causal_mask
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.transformer import GPT, MLP
+
+# torch.nn.utils.prune's masks, committed by tests/torch_oracle/m16_compression.py
+REF = oracle.load(__file__)
 
 
 def small_gpt(seed=0):
@@ -45,30 +47,21 @@ def test_ties_at_the_threshold_still_drop_exactly_k():
     assert (~magnitude_mask(w, 0.5)).sum() == 4
 
 
-def test_per_layer_masks_equal_torch_l1_unstructured(rng):
-    w = rng.normal(size=(9, 14)).astype(np.float32)
-    layer = torch.nn.Linear(9, 14)
-    with torch.no_grad():
-        layer.weight.copy_(torch.from_numpy(w.T))  # torch's (out, in) layout
-    torch_prune.l1_unstructured(layer, "weight", amount=0.6)
-    np.testing.assert_array_equal(magnitude_mask(w, 0.6), layer.weight_mask.numpy().T.astype(bool))
+def test_per_layer_masks_equal_torch_l1_unstructured():
+    case = REF.case("l1_layer")  # torch_prune.l1_unstructured(layer, "weight", amount=0.6)
+    np.testing.assert_array_equal(magnitude_mask(case["w"], 0.6), case["mask"])
 
 
 def test_global_pruning_equals_torch_global_unstructured():
+    # torch_prune.global_unstructured(L1Unstructured, amount=0.7) over torch twins of every
+    # linear, each holding the committed weights (each layer drawn at its own scale)
     gpt = small_gpt(1)
     layers = linears(gpt)
-    twins = []
-    for _, m in layers:
-        twin = torch.nn.Linear(*m.weight.shape)
-        with torch.no_grad():
-            twin.weight.copy_(torch.from_numpy(m.weight.data.T.copy()))
-        twins.append(twin)
-    torch_prune.global_unstructured(
-        [(t, "weight") for t in twins], pruning_method=torch_prune.L1Unstructured, amount=0.7
-    )
+    for name, m in layers:
+        m.weight.data[...] = REF[f"global/{name}/weight"]
     masks = prune(gpt, 0.7, scope="global")
-    for (name, m), twin in zip(layers, twins):
-        np.testing.assert_array_equal(masks[name], twin.weight_mask.numpy().T.astype(bool))
+    for name, m in layers:
+        np.testing.assert_array_equal(masks[name], REF[f"global/{name}/mask"])
         np.testing.assert_array_equal(m.weight.data == 0, ~masks[name])
     total = sum(m.weight.size for _, m in layers)
     assert sparsity_of(gpt) == round(0.7 * total) / total

@@ -1,9 +1,8 @@
 """Cached generation writes the tokens of recomputation: greedy, sampled, sliding, PyTorch."""
 
 import numpy as np
+import oracle
 import pytest
-import torch
-from torch_reference import TorchGPT
 
 from tinytorch.core.attention import MultiHeadAttention, causal_mask, padding_mask
 from tinytorch.core.autograd import no_grad
@@ -17,6 +16,7 @@ from tinytorch.memo.generation import (
     new_caches,
 )
 from tinytorch.memo.kvcache import KVCache
+from tinytorch.models.weights import load_torch_state_dict
 
 
 def small_gpt(seed=0, **overrides):
@@ -98,12 +98,13 @@ def test_cached_generation_writes_the_uncached_tokens(overrides):
 
 
 def test_greedy_cached_tokens_equal_the_torch_reference():
+    # TorchGPT.generate (tests/torch_reference.py, float64, its own KV cache) on sharp weights
+    # drawn from a seed, committed by tests/torch_oracle/m17_memoization.py
+    case = oracle.load(__file__).case("greedy")
     gpt = small_gpt(seed=4)
-    prompt = np.array([[1, 2, 3], [4, 5, 6]])
-    ours = cached_generate(gpt, prompt, max_new_tokens=12, temperature=0)  # slides
-    ref = TorchGPT.from_tinytorch(gpt, torch.float64)
-    theirs = ref.generate(torch.as_tensor(prompt), 12, temperature=0, use_cache=True)
-    np.testing.assert_array_equal(ours, theirs.numpy())
+    load_torch_state_dict(gpt, oracle.torch_state(case))
+    ours = cached_generate(gpt, case["prompt"], max_new_tokens=12, temperature=0)  # slides
+    np.testing.assert_array_equal(ours, case["tokens"])
 
 
 def test_a_prompt_longer_than_the_context_is_cropped_and_stop_tokens_pad():

@@ -2,10 +2,8 @@
 lesson code computes (logits, every gradient, generated tokens), PyTorch included."""
 
 import numpy as np
+import oracle
 import pytest
-import torch
-import torch.nn.functional as F
-from torch_reference import TorchGPT
 
 from tinytorch.accel.accelerate import PARTS, accelerate, accelerated, parts_for, plain
 from tinytorch.accel.parallel import DataParallel
@@ -15,7 +13,11 @@ from tinytorch.core.optimizers import SGD, Adam, AdamW
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.models.seq2seq import Seq2SeqTransformer
 from tinytorch.models.transformer import GPT
+from tinytorch.models.weights import load_torch_state_dict
 from tinytorch.nn import LayerNorm
+
+# PyTorch's answers, committed by tests/torch_oracle/m18_acceleration.py
+REF = oracle.load(__file__)
 
 
 def small_gpt(seed=0):
@@ -32,9 +34,11 @@ def loss_and_grads(model, tokens) -> dict:
 
 
 @pytest.mark.parametrize("recompute", [False, True])
-def test_an_accelerated_gpt_equals_the_lesson_gpt_and_torch(rng, recompute):
+def test_an_accelerated_gpt_equals_the_lesson_gpt_and_torch(recompute):
+    torch_case = REF.case("gpt")  # the torch.nn GPT of tests/torch_reference.py, float64
     model = small_gpt()
-    tokens = rng.integers(0, 17, (3, 10))
+    load_torch_state_dict(model, oracle.torch_state(torch_case))
+    tokens = torch_case["tokens"]
     lesson = loss_and_grads(model, tokens)
     state = {k: v.copy() for k, v in model.state_dict().items()}
     assert accelerate(model, recompute=recompute) is model
@@ -45,15 +49,12 @@ def test_an_accelerated_gpt_equals_the_lesson_gpt_and_torch(rng, recompute):
     assert state.keys() == model.state_dict().keys()
     assert all(np.array_equal(v, model.state_dict()[k]) for k, v in state.items())
 
-    ref = TorchGPT.from_tinytorch(model)
-    ids = torch.as_tensor(tokens)
-    logits = ref(ids)
-    F.cross_entropy(logits.reshape(-1, 17), ids.reshape(-1)).backward()
-    np.testing.assert_allclose(fast["logits"], logits.detach().numpy(), rtol=1e-4, atol=1e-5)
-    torch_grads = dict(ref.named_parameters())
+    # F.cross_entropy(logits, tokens) in torch: its logits and every gradient
+    np.testing.assert_allclose(fast["logits"], torch_case["logits"], rtol=1e-4, atol=1e-5)
+    torch_grads = oracle.torch_grads(torch_case)
     for name in dict(model.named_parameters()):
         key = name.replace(".gamma", ".weight").replace(".beta", ".bias")
-        want = torch_grads[key].grad.numpy()
+        want = torch_grads[key]
         linear = name.endswith(".weight") and "embedding" not in name  # ours (in, out)
         got = fast[name].T if linear else fast[name]
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=2e-6, err_msg=name)
@@ -150,24 +151,20 @@ def test_data_parallel_over_an_accelerated_model_gives_the_whole_batch_gradient(
 
 
 @pytest.mark.parametrize("cls", [AdamW, Adam])
-def test_accelerated_adam_equals_the_lesson_and_torch(rng, cls):
-    start = rng.normal(size=(5, 3)).astype(np.float32)
-    grads = rng.normal(size=(4, 5, 3)).astype(np.float32)
+def test_accelerated_adam_equals_the_lesson_and_torch(cls):
+    torch_case = REF.case(f"adam/{cls.__name__}")  # torch.optim's parameter after the steps
+    start, grads = torch_case["start"], torch_case["grads"]
     ours = Tensor(start.copy(), requires_grad=True)
     lesson_p = Tensor(start.copy(), requires_grad=True)
     fast = accelerate(cls([ours], lr=0.05, weight_decay=0.1))
     lesson = cls([lesson_p], lr=0.05, weight_decay=0.1)
     assert accelerated(fast) == {"adamw"} and isinstance(fast, cls) and type(lesson) is cls
-    ref = torch.tensor(start.copy(), requires_grad=True)
-    torch_cls = torch.optim.AdamW if cls is AdamW else torch.optim.Adam
-    opt = torch_cls([ref], lr=0.05, weight_decay=0.1)
     for g in grads:
-        ours.grad, lesson_p.grad, ref.grad = g.copy(), g.copy(), torch.tensor(g)
+        ours.grad, lesson_p.grad = g.copy(), g.copy()
         fast.step()
         lesson.step()
-        opt.step()
     np.testing.assert_allclose(ours.data, lesson_p.data, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(ours.data, ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours.data, torch_case["end"], rtol=1e-5, atol=1e-6)
     # the state keeps the lesson's names: a checkpoint moves between the two
     restored = cls([Tensor(start.copy(), requires_grad=True)], lr=0.05, weight_decay=0.1)
     restored.load_state_dict(fast.state_dict())

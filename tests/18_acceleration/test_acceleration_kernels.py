@@ -2,9 +2,8 @@
 gradient, and each backward matches central differences."""
 
 import numpy as np
+import oracle
 import pytest
-import torch
-import torch.nn.functional as F
 from fdcheck import check_function
 
 from tinytorch.accel.kernels import (
@@ -18,6 +17,9 @@ from tinytorch.core.activations import gelu, softmax
 from tinytorch.core.attention import causal_mask, padding_mask, scaled_dot_product_attention
 from tinytorch.core.tensor import Tensor, precision
 from tinytorch.nn import LayerNorm
+
+# PyTorch's answers, committed by tests/torch_oracle/m18_acceleration.py
+REF = oracle.load(__file__)
 
 
 def _grads(fn, *arrays, weight):
@@ -41,9 +43,9 @@ def test_softmax_in_place_equals_module_02_and_keeps_blocked_rows_zero(rng):
 
 @pytest.mark.parametrize("recompute", [False, True])
 @pytest.mark.parametrize("mask", ["causal", "padding", None])
-def test_fused_attention_equals_the_lesson_and_torch(rng, mask, recompute):
-    q, k, v = (rng.normal(size=(2, 3, 5, 4)) for _ in range(3))
-    weight = rng.normal(size=(2, 3, 5, 4))
+def test_fused_attention_equals_the_lesson_and_torch(mask, recompute):
+    torch_case = REF.case(f"attention/{mask or 'none'}")  # F.scaled_dot_product_attention
+    q, k, v, weight = (torch_case[name] for name in ("q", "k", "v", "weight"))
     m = {"causal": causal_mask(5), "padding": padding_mask([5, 3], 5), None: None}[mask]
     fast, fast_g = _grads(
         lambda *t: FusedAttention.apply(*t, mask=m, recompute=recompute), q, k, v, weight=weight
@@ -54,13 +56,9 @@ def test_fused_attention_equals_the_lesson_and_torch(rng, mask, recompute):
     np.testing.assert_allclose(fast, lesson, rtol=1e-10, atol=1e-12)
     for a, b in zip(fast_g, lesson_g):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
-    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
-    tm = None if m is None else torch.tensor(m, dtype=torch.float64)
-    out = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=tm)
-    (out * torch.tensor(weight)).sum().backward()
-    np.testing.assert_allclose(fast, out.detach().numpy(), rtol=1e-9, atol=1e-11)
-    for a, t in zip(fast_g, (tq, tk, tv)):
-        np.testing.assert_allclose(a, t.grad.numpy(), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(fast, torch_case["out"], rtol=1e-9, atol=1e-11)
+    for a, name in zip(fast_g, ("grad_q", "grad_k", "grad_v")):
+        np.testing.assert_allclose(a, torch_case[name], rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parametrize("recompute", [False, True])
@@ -96,9 +94,9 @@ def test_packed_projection_matches_differences_and_the_lesson(rng, n, bias):
         assert heads[i].flags.c_contiguous
 
 
-def test_fused_layernorm_equals_the_lesson_torch_and_differences(rng):
-    x, gamma, beta = rng.normal(1.0, 3.0, (2, 5, 8)), rng.normal(size=8), rng.normal(size=8)
-    weight = rng.normal(size=x.shape)
+def test_fused_layernorm_equals_the_lesson_torch_and_differences():
+    torch_case = REF.case("layernorm")  # F.layer_norm(x, (8,), gamma, beta, eps=1e-5)
+    x, gamma, beta, weight = (torch_case[name] for name in ("x", "gamma", "beta", "weight"))
     check_function(FusedLayerNorm, x, gamma, beta)
     fast, fast_g = _grads(lambda *t: FusedLayerNorm.apply(*t), x, gamma, beta, weight=weight)
 
@@ -111,28 +109,22 @@ def test_fused_layernorm_equals_the_lesson_torch_and_differences(rng):
     np.testing.assert_allclose(fast, lesson, rtol=1e-10, atol=1e-12)
     for a, b in zip(fast_g, lesson_g):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
-    tensors = [torch.tensor(a, requires_grad=True) for a in (x, gamma, beta)]
-    out = F.layer_norm(tensors[0], (8,), tensors[1], tensors[2], eps=1e-5)
-    (out * torch.tensor(weight)).sum().backward()
-    np.testing.assert_allclose(fast, out.detach().numpy(), rtol=1e-9, atol=1e-11)
-    for a, t in zip(fast_g, tensors):
-        np.testing.assert_allclose(a, t.grad.numpy(), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(fast, torch_case["out"], rtol=1e-9, atol=1e-11)
+    for a, name in zip(fast_g, ("grad_x", "grad_gamma", "grad_beta")):
+        np.testing.assert_allclose(a, torch_case[name], rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parametrize("recompute", [False, True])
-def test_fused_gelu_equals_the_lesson_torch_and_differences(rng, recompute):
-    x = rng.normal(size=(3, 7)) * 3
-    weight = rng.normal(size=x.shape)
+def test_fused_gelu_equals_the_lesson_torch_and_differences(recompute):
+    torch_case = REF.case("gelu")  # F.gelu(x, approximate="tanh")
+    x, weight = torch_case["x"], torch_case["weight"]
     check_function(FusedGELU, x, kwargs={"recompute": recompute})
     fast, (dx,) = _grads(lambda t: FusedGELU.apply(t, recompute=recompute), x, weight=weight)
     lesson, (lesson_dx,) = _grads(gelu, x, weight=weight)
     np.testing.assert_allclose(fast, lesson, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(dx, lesson_dx, rtol=1e-10, atol=1e-12)
-    xt = torch.tensor(x, requires_grad=True)
-    out = F.gelu(xt, approximate="tanh")
-    (out * torch.tensor(weight)).sum().backward()
-    np.testing.assert_allclose(fast, out.detach().numpy(), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fast, torch_case["out"], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(dx, torch_case["grad_x"], rtol=1e-10, atol=1e-12)
 
 
 def test_recompute_keeps_less(rng):

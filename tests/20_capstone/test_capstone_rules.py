@@ -4,11 +4,12 @@ the rules an entry must keep, and the scores against the baseline."""
 import math
 
 import numpy as np
+import oracle
 import pytest
-import torch
 
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.core.transformer import GPT
+from tinytorch.models.weights import load_torch_state_dict
 from tinytorch.olympics.rules import (
     EVENTS,
     Measured,
@@ -31,25 +32,20 @@ class Table:
         return Tensor(self.table[ids.data.astype(np.int64)])
 
 
+# torch.nn.functional.cross_entropy's summed nats, committed by tests/torch_oracle/m20_capstone.py
+REF = oracle.load(__file__)
 BASE = Measured(tokens_per_second=400.0, bytes=2_000_000, bits_per_char=2.0)
 
 
 @pytest.mark.parametrize("window", [1, 3, 7])
 def test_bits_per_char_is_torch_cross_entropy_over_the_windows(window):
-    rng = np.random.default_rng(window)
-    table = rng.normal(0, 4, size=(9, 9))
-    ids = rng.integers(0, 9, size=50)
-    model = Table(table)
+    case = REF.case(f"table/{window}")  # F.cross_entropy over the windows, reduction="sum"
+    ids = case["ids"]
+    model = Table(case["table"])
     bits = heldout_bits_per_char(model, ids, chars=123, window=window)
     count = (len(ids) - 1) // window
     assert model.calls == [(count, window)]  # one batch, non-overlapping windows
-    inputs = torch.tensor(ids[: count * window]).reshape(count, window)
-    targets = torch.tensor(ids[1 : count * window + 1]).reshape(count, window)
-    logits = torch.tensor(table)[inputs]
-    nats = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, 9), targets.reshape(-1), reduction="sum"
-    )
-    assert bits == pytest.approx(nats.item() / math.log(2) / 123, rel=1e-6)  # float32 logits
+    assert bits == pytest.approx(case["nats"].item() / math.log(2) / 123, rel=1e-6)  # float32
 
 
 def test_bits_per_char_is_stable_for_large_logits_and_exact_for_a_uniform_model():
@@ -61,15 +57,13 @@ def test_bits_per_char_is_stable_for_large_logits_and_exact_for_a_uniform_model(
 
 
 def test_bits_per_char_of_a_real_gpt_matches_its_own_loss():
-    np.random.seed(0)
+    # the torch.nn GPT (tests/torch_reference.py) with the same weights: its summed nats
+    case = REF.case("gpt")
     model = GPT(vocab_size=11, embed_dim=16, num_layers=1, num_heads=2, max_seq_len=8)
-    ids = np.random.default_rng(1).integers(0, 11, size=33)
+    load_torch_state_dict(model, oracle.torch_state(case))
+    ids = case["ids"]
     bits = heldout_bits_per_char(model, ids, chars=32, window=8)
-    logits = torch.tensor(model(Tensor(ids[:32].reshape(4, 8))).data, dtype=torch.float64)
-    nats = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, 11), torch.tensor(ids[1:33]), reduction="sum"
-    )
-    assert bits == pytest.approx(nats.item() / math.log(2) / 32, rel=1e-6)
+    assert bits == pytest.approx(case["nats"].item() / math.log(2) / 32, rel=1e-6)
 
 
 def test_bad_inputs_are_one_line_errors():

@@ -18,7 +18,7 @@ def project(tmp_path, monkeypatch):
     for name in ("modules", "tinytorch"):
         shutil.copytree(PACKAGE_ROOT / name, root / name, ignore=ignore)
     (root / "tests").mkdir()
-    for name in ("conftest.py", "fdcheck.py"):
+    for name in ("conftest.py", "fdcheck.py", "oracle.py"):
         shutil.copy2(PACKAGE_ROOT / "tests" / name, root / "tests" / name)
     for name in ("01_tensor", "05_autograd"):
         shutil.copytree(PACKAGE_ROOT / "tests" / name, root / "tests" / name, ignore=ignore)
