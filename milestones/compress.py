@@ -18,7 +18,7 @@ import numpy as np
 
 from milestones import plots, runs, tokens, training
 from milestones.corpus import split
-from milestones.output import keep_previous, prepare_out, write_json
+from milestones.output import keep_earlier, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.compress.distillation import distill_step, half_size
 from tinytorch.compress.lowrank import factorize
@@ -101,10 +101,15 @@ ON_A_TRAINED_RUN = {
 
 def trained_gpt(opts: RunOptions, setup: Setup) -> Path:
     """The finished GPT run to work on: runs/gpt (or gpt-quick), else <out>/teacher, trained
-    there first when it is not there either."""
-    for folder in (source_folder(opts), opts.out / "teacher"):
-        if (folder / training.CHECKPOINT).is_file():
-            return folder
+    there first when it is not there either. An unfinished run in runs/gpt is refused, naming
+    its step, unless --allow-partial; an unfinished teacher is trained again."""
+    source = source_folder(opts)
+    if (source / training.CHECKPOINT).is_file():
+        runs.require_finished(source, opts.allow_partial)
+        return source
+    teacher = opts.out / "teacher"
+    if runs.finished(teacher):
+        return teacher
     return train_teacher(opts, setup)
 
 
@@ -309,7 +314,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     seed = opts.seed if opts.seed is not None else 0
     began = time.perf_counter()
     prepare_out(opts.out)
-    kept = keep_previous(opts.out, list(RUN_FILES))
+    kept = keep_earlier(opts.out, list(RUN_FILES))
     if kept is not None:
         console.print(f"the earlier run in {opts.out} was moved to {kept}", highlight=False)
     folder = trained_gpt(opts, setup)

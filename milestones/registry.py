@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 
 from milestones.errors import MilestoneError
+from milestones.folder import removed_if_left_empty
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,13 @@ class RunOptions:
     # reference's, which a run may accelerate (milestones/provenance.py)
     completed: frozenset[int] = frozenset()
     console: Console = field(default_factory=Console)
+    allow_partial: bool = False  # work on a GPT run that stopped before its last step
 
     def refuse(self, milestone: str, why: dict[str, str]) -> None:
         """A MilestoneError for the first option given that `milestone` has no use for.
 
-        `why` maps an option ("--data", "--resume", "--tokenizer", "--config", "--steps") to
+        `why` maps an option ("--data", "--resume", "--tokenizer", "--config", "--steps",
+        "--allow-partial") to
         the reason it does not apply, e.g. {"--data": "makes its own corpus"}.
         """
         given = {
@@ -50,6 +53,7 @@ class RunOptions:
             "--tokenizer": self.tokenizer is not None,
             "--config": self.config is not None,
             "--steps": self.steps is not None,
+            "--allow-partial": self.allow_partial,
         }
         for option, reason in why.items():
             if given[option]:
@@ -100,7 +104,8 @@ class Milestone:
         """Check the options, run the milestone, return the summary it wrote."""
         options.check()
         module, function = self.entry.split(":")
-        return getattr(importlib.import_module(module), function)(self, options)
+        with removed_if_left_empty(options.out):
+            return getattr(importlib.import_module(module), function)(self, options)
 
 
 def stated(seconds: float | None, brief: bool = False) -> str:
