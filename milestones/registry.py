@@ -10,6 +10,7 @@ summary it wrote), then add one `Milestone` below.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import math
 from dataclasses import dataclass, field
@@ -224,4 +225,7 @@ def find(name: str) -> Milestone:
         if milestone.name == name.strip().lower():
             return milestone
     known = ", ".join(m.name for m in MILESTONES)
+    close = difflib.get_close_matches(name.strip().lower(), [m.name for m in MILESTONES], n=1)
+    if close:
+        raise MilestoneError(f"unknown milestone '{name}'; did you mean '{close[0]}'?", hint=known)
     raise MilestoneError(f"unknown milestone '{name}'", hint=f"choose one of: {known}")

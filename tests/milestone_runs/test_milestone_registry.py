@@ -126,3 +126,11 @@ def test_stated_rounds_as_a_person_would():
     assert [milestones.registry.stated(s, brief=True) for s in (None, 3, 12.5, 170)] == [
         "?", "< 10 s", "15 s", "3 min"
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("typed, meant", [("gtp", "gpt"), ("perceptorn", "perceptron"),
+                                          ("Compres", "compress")])  # fmt: skip
+def test_a_misspelt_name_gets_a_did_you_mean(typed, meant):
+    with pytest.raises(milestones.MilestoneError, match=f"did you mean '{meant}'") as err:
+        milestones.find(typed)
+    assert "gpt" in err.value.hint
