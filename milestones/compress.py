@@ -243,22 +243,30 @@ def variants(run: Run, setup: Setup, steps: int, seed: int, console):
 
 def pareto_plot(rows: list[dict], path: Path) -> Path:
     """Validation bits/char against stored bytes; the Pareto front joined by a line."""
-    fig, ax = plots.plt.subplots(figsize=(10, 5))
+    return plots._save(pareto_figure(rows), path)
+
+
+def pareto_figure(rows: list[dict]):
+    fig, ax = plots.plt.subplots(figsize=(10, 5), layout="constrained")
     front = pareto_front(rows)
+    numbers = []
     for number, row in enumerate(rows, start=1):
         best = row["name"] in front
         point = (row["bytes"], row["bits_per_char"])
         ax.scatter(
             *point, color="tab:red" if best else "tab:blue", label=f"{number}  {row['name']}"
         )
-        ax.annotate(str(number), point, fontsize=8, xytext=(4, 3), textcoords="offset points")
+        numbers.append(
+            ax.annotate(str(number), point, fontsize=8, xytext=(4, 3), textcoords="offset points")
+        )
     points = sorted((r["bytes"], r["bits_per_char"]) for r in rows if r["name"] in front)
     ax.plot(*zip(*points), color="tab:red", alpha=0.5)
     ax.set_xscale("log")
     ax.set(xlabel="bytes stored", ylabel="validation bits per character",
            title="Compressing the GPT: size against quality (red: the Pareto front)")  # fmt: skip
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    return plots._save(fig, path)
+    plots.keep_apart(fig, numbers)  # variants of nearly equal size and quality share a spot
+    return fig
 
 
 def pareto_front(rows: list[dict]) -> set[str]:
