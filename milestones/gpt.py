@@ -222,7 +222,10 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
                 (work / file).replace(opts.out / file)
         if not any(work.iterdir()):
             work.rmdir()
-        opts.console.print(f"the earlier run in {opts.out} was moved to {kept}", highlight=False)
+        if kept is not None:
+            opts.console.print(
+                f"the earlier run in {opts.out} was moved to {kept}", highlight=False
+            )
     report.show_gpt(summary, opts.console)
     return summary
 
