@@ -87,11 +87,15 @@ def work_folder(out: Path, resume: bool) -> Path:
     for folder in (out / NEXT, out):
         if (folder / training.CHECKPOINT).is_file():
             return folder
-    kept = sorted((out / EARLIER).glob(f"*/{training.CHECKPOINT}"), key=lambda p: p.stat().st_mtime)
+    kept = [
+        *(out / EARLIER).glob(f"*/{training.CHECKPOINT}"),
+        *(out / "previous").glob(training.CHECKPOINT),  # where tito kept one before earlier/
+    ]
+    kept.sort(key=lambda p: p.stat().st_mtime)
     hint = "run once without --resume first (or point --out at that run's folder)"
     if kept:
         hint = (
-            f"earlier runs are kept in {out / EARLIER}: continue the latest with "
+            f"the latest earlier run is kept in {kept[-1].parent}: continue it with "
             f"--out {kept[-1].parent} --resume, or run without --resume"
         )
     raise MilestoneError(

@@ -114,7 +114,7 @@ def test_resume_without_a_run_names_the_earlier_runs(tmp_path, text_file, monkey
     (out / "checkpoint.npz").unlink()
     result = invoke("milestone", "run", "gpt", "--out", out, "--resume")
     assert result.exit_code != 0
-    assert f"continue the latest with --out {kept} --resume" in said(result)
+    assert f"continue it with --out {kept} --resume" in said(result)
 
 
 def test_unfinished_runs_are_refused_naming_the_step_unless_allowed(
@@ -142,3 +142,15 @@ def test_a_failed_quick_run_leaves_no_empty_folder(tmp_path, monkeypatch):
     result = invoke("milestone", "run", "gpt", "--quick", "--data", tmp_path / "missing.txt")
     assert result.exit_code == 1 and "no such file" in said(result)
     assert not (tmp_path / "runs").exists()
+
+
+def test_resume_names_a_run_kept_in_previous_by_an_older_tito(tmp_path, text_file, monkeypatch):
+    """Before earlier/, a new run moved the one before it into <out>/previous/."""
+    out = tmp_path / "gpt"
+    stop_at(monkeypatch, 2)
+    assert gpt("--steps", 6, "--data", text_file, "--out", out).exit_code == 130
+    (out / "previous").mkdir()
+    (out / "checkpoint.npz").replace(out / "previous" / "checkpoint.npz")
+    result = invoke("milestone", "run", "gpt", "--out", out, "--resume")
+    assert result.exit_code != 0
+    assert f"continue it with --out {out / 'previous'} --resume" in said(result)
