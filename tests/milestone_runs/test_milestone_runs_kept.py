@@ -9,11 +9,13 @@ kept in <out>/next or <out>/earlier/<time>/; --resume says where it continues.
 import json
 import os
 import signal
+import time
 
 import pytest
 from typer.testing import CliRunner
 
 from milestones import training
+from milestones.output import keep_earlier
 from milestones.runs import require_finished
 from tito.main import app
 from tito.paths import PACKAGE_ROOT
@@ -154,3 +156,18 @@ def test_resume_names_a_run_kept_in_previous_by_an_older_tito(tmp_path, text_fil
     result = invoke("milestone", "run", "gpt", "--out", out, "--resume")
     assert result.exit_code != 0
     assert f"continue it with --out {out / 'previous'} --resume" in said(result)
+
+
+def test_every_earlier_run_is_kept_named_by_the_time_it_last_wrote(tmp_path):
+    """compress and the olympics milestone keep their earlier tables the same way."""
+    out = tmp_path / "compress"
+    out.mkdir()
+    kept = []
+    for text in ("first", "second"):
+        (out / "table.md").write_text(text)
+        os.utime(out / "table.md", (1_700_000_000, 1_700_000_000))  # the same second, twice
+        kept.append(keep_earlier(out, ["table.md", "summary.json"]))
+    assert [(p / "table.md").read_text() for p in kept] == ["first", "second"]
+    assert kept[0].parent == kept[1].parent == out / "earlier" and kept[1].name.endswith("-2")
+    assert kept[0].name == time.strftime("%Y-%m-%d-%H%M%S", time.localtime(1_700_000_000))
+    assert keep_earlier(out, ["table.md"]) is None  # nothing left to keep
