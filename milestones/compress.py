@@ -170,12 +170,18 @@ def nonzero(model) -> int:
     return sum(int(np.count_nonzero(p.data)) for p in model.parameters())
 
 
+def warmup_steps(steps: int) -> int:
+    """A tenth of the steps warm up, at least one, and never all of them (`--steps 2` fine-tunes
+    a pruned model for one step: no warmup then)."""
+    return min(max(1, steps // 10), steps - 1)
+
+
 def distill(teacher, run: Run, setup: Setup, steps: int, seed: int) -> tuple[GPT, list[float]]:
     """A student with every other block of `teacher`, trained on its softened logits."""
     student = half_size(teacher)
     student.train()
     optimizer = AdamW(student.parameters(), lr=setup.distill_lr, weight_decay=0.01)
-    schedule = CosineSchedule(setup.distill_lr, max(1, steps // 10), steps, setup.distill_lr / 10)
+    schedule = CosineSchedule(setup.distill_lr, warmup_steps(steps), steps, setup.distill_lr / 10)
     losses = []
     for step in range(steps):
         optimizer.lr = schedule(step)
@@ -189,7 +195,7 @@ def fine_tune(model, run: Run, setup: Setup, steps: int, seed: int, lr: float) -
     """Steps of the ordinary next-token loss on the run's training windows, cosine schedule."""
     model.train()
     optimizer = AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    schedule = CosineSchedule(lr, max(1, steps // 10), steps, lr / 10)
+    schedule = CosineSchedule(lr, warmup_steps(steps), steps, lr / 10)
     for step in range(steps):
         optimizer.lr = schedule(step)
         x, y = training.batch_at(run.train, seed + 1, step, setup.batch_size)

@@ -136,6 +136,10 @@ def test_unfinished_runs_are_refused_naming_the_step_unless_allowed(
     assert olympics.exit_code == 1 and "step 3 of 12" in said(olympics)
     allowed = invoke("model", "export", out, tmp_path / "hf", "--allow-partial")
     assert allowed.exit_code == 0, allowed.output
+    compressed = invoke(*compress, "--allow-partial")
+    assert compressed.exit_code == 0, compressed.output
+    summary = json.loads((tmp_path / "runs" / "c" / "summary.json").read_text())
+    assert summary["source"] == str(out)
 
 
 def test_a_failed_quick_run_leaves_no_empty_folder(tmp_path, monkeypatch):
