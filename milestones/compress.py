@@ -18,7 +18,7 @@ import numpy as np
 
 from milestones import plots, runs, tokens, training
 from milestones.corpus import split
-from milestones.output import keep_previous, prepare_out, write_json
+from milestones.output import keep_earlier, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.compress.distillation import distill_step, half_size
 from tinytorch.compress.lowrank import factorize
@@ -101,10 +101,15 @@ ON_A_TRAINED_RUN = {
 
 def trained_gpt(opts: RunOptions, setup: Setup) -> Path:
     """The finished GPT run to work on: runs/gpt (or gpt-quick), else <out>/teacher, trained
-    there first when it is not there either."""
-    for folder in (source_folder(opts), opts.out / "teacher"):
-        if (folder / training.CHECKPOINT).is_file():
-            return folder
+    there first when it is not there either. An unfinished run in runs/gpt is refused, naming
+    its step, unless --allow-partial; an unfinished teacher is trained again."""
+    source = source_folder(opts)
+    if (source / training.CHECKPOINT).is_file():
+        runs.require_finished(source, opts.allow_partial)
+        return source
+    teacher = opts.out / "teacher"
+    if runs.finished(teacher):
+        return teacher
     return train_teacher(opts, setup)
 
 
@@ -165,12 +170,18 @@ def nonzero(model) -> int:
     return sum(int(np.count_nonzero(p.data)) for p in model.parameters())
 
 
+def warmup_steps(steps: int) -> int:
+    """A tenth of the steps warm up, at least one, and never all of them (`--steps 2` fine-tunes
+    a pruned model for one step: no warmup then)."""
+    return min(max(1, steps // 10), steps - 1)
+
+
 def distill(teacher, run: Run, setup: Setup, steps: int, seed: int) -> tuple[GPT, list[float]]:
     """A student with every other block of `teacher`, trained on its softened logits."""
     student = half_size(teacher)
     student.train()
     optimizer = AdamW(student.parameters(), lr=setup.distill_lr, weight_decay=0.01)
-    schedule = CosineSchedule(setup.distill_lr, max(1, steps // 10), steps, setup.distill_lr / 10)
+    schedule = CosineSchedule(setup.distill_lr, warmup_steps(steps), steps, setup.distill_lr / 10)
     losses = []
     for step in range(steps):
         optimizer.lr = schedule(step)
@@ -184,7 +195,7 @@ def fine_tune(model, run: Run, setup: Setup, steps: int, seed: int, lr: float) -
     """Steps of the ordinary next-token loss on the run's training windows, cosine schedule."""
     model.train()
     optimizer = AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    schedule = CosineSchedule(lr, max(1, steps // 10), steps, lr / 10)
+    schedule = CosineSchedule(lr, warmup_steps(steps), steps, lr / 10)
     for step in range(steps):
         optimizer.lr = schedule(step)
         x, y = training.batch_at(run.train, seed + 1, step, setup.batch_size)
@@ -238,22 +249,30 @@ def variants(run: Run, setup: Setup, steps: int, seed: int, console):
 
 def pareto_plot(rows: list[dict], path: Path) -> Path:
     """Validation bits/char against stored bytes; the Pareto front joined by a line."""
-    fig, ax = plots.plt.subplots(figsize=(10, 5))
+    return plots._save(pareto_figure(rows), path)
+
+
+def pareto_figure(rows: list[dict]):
+    fig, ax = plots.plt.subplots(figsize=(10, 5), layout="constrained")
     front = pareto_front(rows)
+    numbers = []
     for number, row in enumerate(rows, start=1):
         best = row["name"] in front
         point = (row["bytes"], row["bits_per_char"])
         ax.scatter(
             *point, color="tab:red" if best else "tab:blue", label=f"{number}  {row['name']}"
         )
-        ax.annotate(str(number), point, fontsize=8, xytext=(4, 3), textcoords="offset points")
+        numbers.append(
+            ax.annotate(str(number), point, fontsize=8, xytext=(4, 3), textcoords="offset points")
+        )
     points = sorted((r["bytes"], r["bits_per_char"]) for r in rows if r["name"] in front)
     ax.plot(*zip(*points), color="tab:red", alpha=0.5)
     ax.set_xscale("log")
     ax.set(xlabel="bytes stored", ylabel="validation bits per character",
            title="Compressing the GPT: size against quality (red: the Pareto front)")  # fmt: skip
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    return plots._save(fig, path)
+    plots.keep_apart(fig, numbers)  # variants of nearly equal size and quality share a spot
+    return fig
 
 
 def pareto_front(rows: list[dict]) -> set[str]:
@@ -309,7 +328,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     seed = opts.seed if opts.seed is not None else 0
     began = time.perf_counter()
     prepare_out(opts.out)
-    kept = keep_previous(opts.out, list(RUN_FILES))
+    kept = keep_earlier(opts.out, list(RUN_FILES))
     if kept is not None:
         console.print(f"the earlier run in {opts.out} was moved to {kept}", highlight=False)
     folder = trained_gpt(opts, setup)

@@ -8,6 +8,7 @@ folder here first.
 from __future__ import annotations
 
 import errno
+from contextlib import contextmanager
 from pathlib import Path
 
 from milestones.errors import MilestoneError
@@ -43,3 +44,22 @@ def _out_hint(err: OSError, out: Path) -> str:
     if err.errno == errno.ENOSPC:
         return "free some disk space, or pass --out DIR on another disk"
     return "pass --out DIR naming a folder you can write to"
+
+
+@contextmanager
+def removed_if_left_empty(folder: Path):
+    """Run the block; when it fails, remove `folder` and the parents it made if they are empty.
+
+    A run that fails before writing anything (a wrong --data, a Ctrl-C while the tokenizer
+    learns) leaves no empty runs/NAME/ behind; a folder that existed before is always left.
+    """
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        yield
+    except BaseException:
+        for path in made:
+            try:
+                path.rmdir()
+            except OSError:  # not empty (or gone): leave it and everything above it
+                break
+        raise

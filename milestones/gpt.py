@@ -11,7 +11,8 @@ import numpy as np
 from milestones import plots, provenance, report, runs, scaling, tokens, training
 from milestones.corpus import DEFAULT_SOURCE, Corpus, default_corpus, read_corpus, split
 from milestones.errors import MilestoneError
-from milestones.output import keep_previous, prepare_out, write_json
+from milestones.folder import removed_if_left_empty
+from milestones.output import EARLIER, keep_earlier, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.accel.accelerate import accelerate
 from tinytorch.core.autograd import no_grad, topological_order
@@ -30,6 +31,10 @@ PROMPT = "The"  # no trailing space: a BPE vocabulary writes the space with the 
 # again and again (milestones/RESULTS.md, "Sampling"). The plain model's own distribution last.
 SAMPLING = ((0.5, None, 0.9, 1.3), (0.0, None, None, 1.3), (1.0, None, None, 1.0))
 RUN_FILES = ("summary.json", training.CHECKPOINT, "loss.png", "attention.png", "scaling.png")
+# A new run over a finished one trains in <out>/next/ and takes the finished run's place only when
+# it finishes (the finished run then moves to <out>/earlier/<time>/): stopped, it leaves the
+# finished run where compress, the olympics and `tito model export` look.
+NEXT = "next"
 
 
 @dataclass(frozen=True)
@@ -67,17 +72,44 @@ def config_name(milestone: Milestone, opts: RunOptions, stored: dict | None) -> 
     return name
 
 
+def _finished(folder: Path) -> bool:
+    try:
+        return runs.finished(folder)
+    except MilestoneError:  # a damaged checkpoint is no finished run: it is kept in earlier/
+        return False
+
+
+def work_folder(out: Path, resume: bool) -> Path:
+    """Where this run trains: on --resume the run in <out>/next, else the one in <out>; a new run
+    trains in <out>/next when <out> holds a finished run, else in <out>."""
+    if not resume:
+        return out / NEXT if _finished(out) else out
+    for folder in (out / NEXT, out):
+        if (folder / training.CHECKPOINT).is_file():
+            return folder
+    kept = [
+        *(out / EARLIER).glob(f"*/{training.CHECKPOINT}"),
+        *(out / "previous").glob(training.CHECKPOINT),  # where tito kept one before earlier/
+    ]
+    kept.sort(key=lambda p: p.stat().st_mtime)
+    hint = "run once without --resume first (or point --out at that run's folder)"
+    if kept:
+        hint = (
+            f"the latest earlier run is kept in {kept[-1].parent}: continue it with "
+            f"--out {kept[-1].parent} --resume, or run without --resume"
+        )
+    raise MilestoneError(
+        f"--resume: no run to continue in {out} (no {training.CHECKPOINT} there or in "
+        f"{out / NEXT})",
+        hint=hint,
+    )
+
+
 def settle(milestone: Milestone, opts: RunOptions):
     """Config name, training, seed, data file of this run; on --resume, what the checkpoint says."""
     stored = None
     if opts.resume:
-        path = opts.out / training.CHECKPOINT
-        if not path.is_file():
-            raise MilestoneError(
-                f"--resume: no checkpoint at {path}",
-                hint="run once without --resume first (or point --out at that run's folder)",
-            )
-        stored = training.read_meta(path)
+        stored = training.read_meta(work_folder(opts.out, True) / training.CHECKPOINT)
     name = config_name(milestone, opts, stored)
     steps = opts.steps if opts.steps is not None else (stored["steps"] if stored else None)
     setup = TRAINING[name] if steps is None else replace(TRAINING[name], steps=steps)
@@ -183,9 +215,29 @@ def config_summary(name: str, model: GPTConfig, setup: Training) -> dict:
 
 def run(milestone: Milestone, opts: RunOptions) -> dict:
     """The whole milestone; returns the summary it writes to <out>/summary.json."""
-    console = opts.console
     name, setup, seed, data, stored = settle(milestone, opts)
-    prepare_out(opts.out)
+    work = work_folder(opts.out, opts.resume)
+    with removed_if_left_empty(work):
+        summary = train_and_report(milestone, opts, work, name, setup, seed, data, stored)
+    if work != opts.out:  # trained beside a finished run: it takes that run's place now
+        kept = keep_earlier(opts.out, list(RUN_FILES))
+        for file in RUN_FILES:
+            if (work / file).is_file():
+                (work / file).replace(opts.out / file)
+        if not any(work.iterdir()):
+            work.rmdir()
+        if kept is not None:
+            opts.console.print(
+                f"the earlier run in {opts.out} was moved to {kept}", highlight=False
+            )
+    report.show_gpt(summary, opts.console)
+    return summary
+
+
+def train_and_report(milestone, opts, work, name, setup, seed, data, stored) -> dict:
+    """Train (or resume) the run in `work`, sample, measure, plot; write its summary there."""
+    console = opts.console
+    prepare_out(work)
     corpus: Corpus = read_corpus(data) if data is not None else default_corpus(opts.data_dir)
     began = time.perf_counter()
     vocab = tokens.build(setup.tokenizer, corpus, setup.bpe_vocab, opts.data_dir)
@@ -222,9 +274,21 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     console.print(provenance.header(opts.completed, fast))
     seed_everything(seed)
     model = accelerate(GPT.from_config(config), fast)
-    kept = None if opts.resume else keep_previous(opts.out, list(RUN_FILES))
-    if kept is not None:
-        console.print(f"the earlier run in {opts.out} was moved to {kept}", highlight=False)
+    if opts.resume:
+        console.print(f"continuing the run in {work}", highlight=False)
+    else:  # an unfinished run where this one trains is kept whole, never trained over
+        for folder in dict.fromkeys((opts.out / NEXT, work)):
+            kept = keep_earlier(folder, list(RUN_FILES), opts.out)
+            if kept is not None:
+                console.print(
+                    f"the unfinished run in {folder} was moved to {kept}", highlight=False
+                )
+    if work != opts.out:
+        console.print(
+            f"{opts.out} holds a finished run: this one trains in {work} and takes its place "
+            f"when it finishes (the finished run then moves to {opts.out / EARLIER})",
+            highlight=False,
+        )
     settings = training.Settings(
         steps=setup.steps,
         batch_size=setup.batch_size,
@@ -243,7 +307,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         accelerate=fast,
     )
     history, seconds, optimizer = training.train(
-        model, train_data, val_data, settings, opts.out, meta, opts.resume, console
+        model, train_data, val_data, settings, work, meta, opts.resume, console
     )
     prompt = PROMPT if PROMPT in corpus.text else corpus.text[:4]
     began = time.perf_counter()
@@ -253,12 +317,12 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     greedy = next((t for t in texts if t["greedy"]), texts[0])
     shown = vocab.encode(greedy["text"])[:16]  # the greedy sample's first tokens
     files = [
-        plots.loss_curves(history.train, history.val, opts.out / "loss.png"),
+        plots.loss_curves(history.train, history.val, work / "loss.png"),
         plots.attention_heatmaps(
-            attention_maps(model, shown), vocab.pieces(shown), opts.out / "attention.png"
+            attention_maps(model, shown), vocab.pieces(shown), work / "attention.png"
         ),
         plots.scaling_curves(
-            reports["parameter_scaling"], reports["attention_memory"], opts.out / "scaling.png"
+            reports["parameter_scaling"], reports["attention_memory"], work / "scaling.png"
         ),
     ]
     trained_tokens = (setup.steps - history.resumed_at) * setup.batch_size * config.max_seq_len
@@ -297,8 +361,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         "report_seconds": time.perf_counter() - began,
         "files": [p.name for p in files] + [training.CHECKPOINT, "summary.json"],
     }
-    write_json(opts.out / "summary.json", summary)
-    report.show_gpt(summary, console)
+    write_json(work / "summary.json", summary)
     return summary
 
 

@@ -97,8 +97,15 @@ def fit(model, flatten: bool, recipe: Recipe, seed: int, opts: RunOptions, label
     }
 
 
+PITCH = 12  # pixels from one tile of the wrong digits to the next: 8 of digit, 4 for its label
+
+
 def plot(result: dict, path, title: str):
     """Left: loss and test accuracy per epoch. Right: test digits it got wrong."""
+    return history.save_figure(figure(result, title), path)
+
+
+def figure(result: dict, title: str):
     fig, (left, right) = history.figure(1, 2, figsize=(10, 4), layout="constrained")
     epochs = np.arange(1, result["epochs"] + 1)
     left.plot(epochs, result["train_loss"], "o-", color="tab:blue", label="train loss")
@@ -111,17 +118,19 @@ def plot(result: dict, path, title: str):
     twin.legend(loc="lower right", fontsize=8)
     images, labels = DigitsDataset("test").arrays
     wrong = result["wrong"][:12]
-    tiles = np.ones((3 * 9, 4 * 9))
+    gap = PITCH - 8  # the band above each tile that holds its label, inside the image
+    tiles = np.ones((3 * PITCH, 4 * PITCH))
     for k, i in enumerate(wrong):
         r, c = divmod(k, 4)
-        tiles[r * 9 : r * 9 + 8, c * 9 : c * 9 + 8] = 1 - images[i, 0]
-        right.text(c * 9 + 4, r * 9 - 0.6, f"{labels[i]} read as {result['predicted'][i]}",
-                   ha="center", fontsize=7, color="tab:red")  # fmt: skip
+        top, side = r * PITCH + gap, c * PITCH + gap // 2
+        tiles[top : top + 8, side : side + 8] = 1 - images[i, 0]
+        right.text(side + 3.5, top - gap / 2, f"{labels[i]} read as {result['predicted'][i]}",
+                   ha="center", va="center", fontsize=7, color="tab:red")  # fmt: skip
     right.imshow(tiles, cmap="gray", vmin=0, vmax=1)
     right.set_axis_off()
     more = f" (first {len(wrong)})" if len(result["wrong"]) > len(wrong) else ""
     right.set_title(f"{len(result['wrong'])} of {result['test_images']} test digits wrong{more}")
-    return history.save_figure(fig, path)
+    return fig
 
 
 def public(result: dict) -> dict:

@@ -1,36 +1,41 @@
-"""The output folder of a run: checked before any work, written atomically.
+"""The output folder of a run: checked before any work, written atomically, never emptied.
 
 Every file goes through tinytorch's `write_atomic` (module 07, the writer of checkpoints), so a
-crash never leaves half a file and every file follows the umask.
+crash never leaves half a file and every file follows the umask. A new run never deletes an
+earlier one: `keep_earlier` moves its files whole into <out>/earlier/<the time it last wrote>/.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import time
 from pathlib import Path
 
 from milestones.folder import LONGEST_NAME, prepare_out
 from tinytorch.core.training import write_atomic
 
-__all__ = ["LONGEST_NAME", "PREVIOUS", "keep_previous", "prepare_out", "write_json"]
+__all__ = ["EARLIER", "LONGEST_NAME", "keep_earlier", "prepare_out", "write_json"]
 
-PREVIOUS = "previous"  # the run before this one, moved whole into <out>/previous/
+EARLIER = "earlier"  # every earlier run, kept whole in <out>/earlier/<YYYY-MM-DD-HHMMSS>/
 
 
-def keep_previous(out: Path, names: list[str]) -> Path | None:
-    """Move an earlier run's files (those of `names` that exist) into <out>/previous/.
+def keep_earlier(folder: Path, names: list[str], out: Path | None = None) -> Path | None:
+    """Move the files of `names` that exist in `folder` into <out>/earlier/<time>/.
 
-    The folder then holds that run whole (summary, plots, checkpoint), so it can still be read,
-    resumed or exported; the run before it, if one was kept there, is deleted. None when `out`
-    held no earlier run.
+    <time> is when that run last wrote a file (local time, a suffix when two share a second), so
+    the folder holds it whole (summary, plots, checkpoint) to be read, resumed or exported, and
+    every earlier run is kept. `out` defaults to `folder`. None when `folder` held no run.
     """
-    found = [out / name for name in names if (out / name).is_file()]
+    found = [folder / name for name in names if (folder / name).is_file()]
     if not found:
         return None
-    kept = out / PREVIOUS
-    shutil.rmtree(kept, ignore_errors=True)
-    kept.mkdir()
+    when = time.strftime("%Y-%m-%d-%H%M%S", time.localtime(max(p.stat().st_mtime for p in found)))
+    shelf = (out or folder) / EARLIER
+    kept, n = shelf / when, 1
+    while kept.exists():
+        n += 1
+        kept = shelf / f"{when}-{n}"
+    kept.mkdir(parents=True)
     for path in found:
         path.replace(kept / path.name)
     return kept

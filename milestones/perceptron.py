@@ -72,7 +72,12 @@ def _label(epoch: int) -> str:
 
 def plot(x, y, lines, path):
     """The points and the boundary after several epochs, the last one solid."""
-    fig, ax = history.figure(figsize=(5.5, 5))
+    return history.save_figure(figure(x, y, lines), path)
+
+
+def figure(x, y, lines):
+    """The legend stands beside the square of points, so it hides none of them."""
+    fig, ax = history.figure(figsize=(7.5, 5), layout="constrained")
     ax.scatter(*x[y > 0].T, marker="o", color="tab:blue", s=18, label="+1")
     ax.scatter(*x[y < 0].T, marker="x", color="tab:red", s=18, label="-1")
     shown = sorted({0, 1, 2, len(lines) // 2, len(lines) - 1})
@@ -87,8 +92,8 @@ def plot(x, y, lines, path):
             ax.axvline(-b / w1, linestyle="-" if last else "--", **style, label=_label(k))
     ax.set(xlim=(-1, 1), ylim=(-1, 1), title="the perceptron's boundary, epoch by epoch")
     ax.set_aspect("equal")
-    ax.legend(fontsize=7, loc="lower left")
-    return history.save_figure(fig, path)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    return fig
 
 
 def run(milestone: Milestone, opts: RunOptions) -> dict:

@@ -21,6 +21,20 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+def keep_apart(fig, labels: list) -> None:
+    """Move annotations (offset in points) up, each past those before it, until none overlap."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        while any(box.overlaps(other) for other in placed):
+            x, y = label.xyann
+            label.xyann = (x, y + 2 + box.height * 72 / fig.dpi)  # one line higher, in points
+            box = label.get_window_extent(renderer)
+        placed.append(box)
+
+
 def loss_curves(train: list[float], val: list[tuple[int, float]], path: Path) -> Path:
     """Training loss per step (and its running mean) with the validation loss points."""
     fig, ax = plt.subplots(figsize=(7, 4))

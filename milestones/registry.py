@@ -10,6 +10,7 @@ summary it wrote), then add one `Milestone` below.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import math
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pathlib import Path
 from rich.console import Console
 
 from milestones.errors import MilestoneError
+from milestones.folder import removed_if_left_empty
 
 
 @dataclass(frozen=True)
@@ -37,11 +39,13 @@ class RunOptions:
     # reference's, which a run may accelerate (milestones/provenance.py)
     completed: frozenset[int] = frozenset()
     console: Console = field(default_factory=Console)
+    allow_partial: bool = False  # work on a GPT run that stopped before its last step
 
     def refuse(self, milestone: str, why: dict[str, str]) -> None:
         """A MilestoneError for the first option given that `milestone` has no use for.
 
-        `why` maps an option ("--data", "--resume", "--tokenizer", "--config", "--steps") to
+        `why` maps an option ("--data", "--resume", "--tokenizer", "--config", "--steps",
+        "--allow-partial") to
         the reason it does not apply, e.g. {"--data": "makes its own corpus"}.
         """
         given = {
@@ -50,6 +54,7 @@ class RunOptions:
             "--tokenizer": self.tokenizer is not None,
             "--config": self.config is not None,
             "--steps": self.steps is not None,
+            "--allow-partial": self.allow_partial,
         }
         for option, reason in why.items():
             if given[option]:
@@ -100,7 +105,8 @@ class Milestone:
         """Check the options, run the milestone, return the summary it wrote."""
         options.check()
         module, function = self.entry.split(":")
-        return getattr(importlib.import_module(module), function)(self, options)
+        with removed_if_left_empty(options.out):
+            return getattr(importlib.import_module(module), function)(self, options)
 
 
 def stated(seconds: float | None, brief: bool = False) -> str:
@@ -219,4 +225,7 @@ def find(name: str) -> Milestone:
         if milestone.name == name.strip().lower():
             return milestone
     known = ", ".join(m.name for m in MILESTONES)
+    close = difflib.get_close_matches(name.strip().lower(), [m.name for m in MILESTONES], n=1)
+    if close:
+        raise MilestoneError(f"unknown milestone '{name}'; did you mean '{close[0]}'?", hint=known)
     raise MilestoneError(f"unknown milestone '{name}'", hint=f"choose one of: {known}")

@@ -83,6 +83,14 @@ def show_scaling(summary: dict, console: Console) -> None:
             human_bytes(mem["predicted"][part]),
         )
     console.print(table)
+    console.print(
+        "activations: measured adds up every array the graph's operations made, counting "
+        "again the reshape and permute views that share their input's memory, and each step of "
+        "the LayerNorms and of the attention's scaling; predicted (estimate_memory) "
+        "counts what a backward needs kept, about 10 (B, T, C) and 2 (B, T, 4C) arrays and 2 "
+        "attention matrices per block, plus the embeddings and the logits",
+        highlight=False,
+    )
 
     speed = summary["generation_speed"]
     console.print(

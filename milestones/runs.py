@@ -53,6 +53,38 @@ def checkpoint_path(path) -> Path:
     return path / CHECKPOINT if path.is_dir() else path
 
 
+def progress(path) -> tuple[int, int] | None:
+    """(steps trained, steps planned) of the run in a folder (or checkpoint file); None when
+    there is no checkpoint. A run is finished when the two are equal."""
+    path = checkpoint_path(path)
+    if not path.is_file():
+        return None
+    planned = read_meta(path).get("steps")
+    with np.load(path, allow_pickle=False) as archive:
+        step = int(archive["step"]) if "step" in archive.files else 0
+    return step, int(planned) if isinstance(planned, int) else step
+
+
+def finished(path) -> bool:
+    """True when the folder (or checkpoint file) holds a run that trained all its steps."""
+    done = progress(path)
+    return done is not None and done[0] >= done[1]
+
+
+def require_finished(path, allow_partial: bool = False) -> None:
+    """A MilestoneError naming the step when the run at `path` stopped before its last step,
+    unless `allow_partial` (the caller's --allow-partial) says to use it as it is."""
+    done = progress(path)
+    if allow_partial or done is None or done[0] >= done[1]:
+        return
+    folder = checkpoint_path(path).parent
+    raise MilestoneError(
+        f"the run in {folder} is unfinished: its checkpoint is step {done[0]} of {done[1]}",
+        hint=f"finish it with `tito milestone run gpt --out {folder} --resume`, or pass "
+        "--allow-partial to use it as it is",
+    )
+
+
 def tokenizer_record(tokenizer) -> dict:
     """A module-10 tokenizer as plain JSON data: what `tokenizer_from_record` rebuilds it from."""
     if hasattr(tokenizer, "merges"):

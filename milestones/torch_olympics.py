@@ -18,7 +18,7 @@ from pathlib import Path
 from milestones import budget as clock
 from milestones import olympics
 from milestones.compress import FULL, ON_A_TRAINED_RUN, QUICK, trained_gpt
-from milestones.output import keep_previous, prepare_out, write_json
+from milestones.output import keep_earlier, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.core.training import write_atomic
 
@@ -121,7 +121,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     console = opts.console
     began = time.perf_counter()
     prepare_out(opts.out)
-    kept = keep_previous(opts.out, list(RUN_FILES))
+    kept = keep_earlier(opts.out, list(RUN_FILES))
     if kept is not None:
         console.print(f"the earlier run in {opts.out} was moved to {kept}", highlight=False)
     folder = trained_gpt(opts, QUICK if opts.quick else FULL)

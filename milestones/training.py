@@ -66,7 +66,7 @@ class Settings:
 
 
 def default_workers() -> int:
-    """Two data-parallel threads where two cores are free to run them, else one.
+    """Two data-parallel threads where two cores exist to run them, else one.
 
     Measured on a 2-core machine (small preset, batch 16): 85 ms a step with one thread and one
     BLAS thread, 60 ms with two BLAS threads, 51 ms with two workers of one BLAS thread each.

@@ -62,6 +62,13 @@ def _tensor(x) -> Tensor:
     return x if isinstance(x, Tensor) else Tensor(x)
 
 
+def _dim_or_axis(name: str, dim, axis) -> int:
+    """The axis a function was given as PyTorch's `dim=` or numpy's `axis=` (default: the last)."""
+    if dim is not None and axis is not None and dim != axis:
+        raise ValueError(f"{name}: dim={dim} and axis={axis} disagree; give one of them")
+    return -1 if dim is None and axis is None else dim if dim is not None else axis
+
+
 # %% [markdown]
 # ## ReLU, Sigmoid and Tanh
 #
@@ -221,9 +228,9 @@ def gelu(x) -> Tensor:
     return GELUFunction.apply(_tensor(x))
 
 
-def softmax(x, axis: int = -1) -> Tensor:
-    """Softmax along `axis` (any axis), stable for large inputs."""
-    return SoftmaxFunction.apply(_tensor(x), axis=axis)
+def softmax(x, dim: int | None = None, *, axis: int | None = None) -> Tensor:
+    """Softmax along `dim` (or `axis`, numpy's word; default the last), stable for large inputs."""
+    return SoftmaxFunction.apply(_tensor(x), axis=_dim_or_axis("softmax", dim, axis))
 
 
 class Activation:
@@ -260,8 +267,8 @@ class GELU(Activation):
 
 
 class Softmax(Activation):
-    def __init__(self, axis: int = -1):
-        self.axis = axis
+    def __init__(self, dim: int | None = None, *, axis: int | None = None):
+        self.axis = _dim_or_axis("Softmax", dim, axis)
 
     def forward(self, x) -> Tensor:
         return softmax(x, axis=self.axis)

@@ -52,6 +52,13 @@ def _tensor(x) -> Tensor:
     return x if isinstance(x, Tensor) else Tensor(x)
 
 
+def _dim_or_axis(name: str, dim, axis) -> int:
+    """The axis a function was given as PyTorch's `dim=` or numpy's `axis=` (default: the last)."""
+    if dim is not None and axis is not None and dim != axis:
+        raise ValueError(f"{name}: dim={dim} and axis={axis} disagree; give one of them")
+    return -1 if dim is None and axis is None else dim if dim is not None else axis
+
+
 # %% [markdown]
 # ## Mean squared error
 #
@@ -237,9 +244,10 @@ class LogSoftmaxFunction(Function):
         return (grad - np.exp(self.out) * grad.sum(axis=self.axis, keepdims=True),)
 
 
-def log_softmax(x, dim: int = -1) -> Tensor:
-    """Log-probabilities along axis `dim`, as PyTorch's `F.log_softmax(x, dim=-1)`."""
-    return LogSoftmaxFunction.apply(_tensor(x), axis=dim)
+def log_softmax(x, dim: int | None = None, *, axis: int | None = None) -> Tensor:
+    """Log-probabilities along `dim` (or `axis`, numpy's word; default the last), as PyTorch's
+    `F.log_softmax(x, dim=-1)`."""
+    return LogSoftmaxFunction.apply(_tensor(x), axis=_dim_or_axis("log_softmax", dim, axis))
 
 
 def _same_shape(name: str, prediction, target) -> None:
@@ -263,15 +271,16 @@ class BCEFunction(Function):
         p, self.dtype = probs.astype(np.float64), probs.dtype
         self.p, self.t, self.count = p, target.astype(np.float64), max(p.size, 1)
         with np.errstate(divide="ignore"):
-            logs = self.t * np.maximum(np.log(p), -100) + (1 - self.t) * np.maximum(
-                np.log1p(-p), -100
-            )
+            self.log_p, self.log_q = np.maximum(np.log(p), -100), np.maximum(np.log1p(-p), -100)
+        logs = self.t * self.log_p + (1 - self.t) * self.log_q
         return np.asarray(-logs.sum() / self.count, dtype=probs.dtype)
 
     def backward(self, grad):
         p, t = self.p, self.t
         g = grad * (p - t) / np.maximum(p * (1 - p), 1e-12) / self.count
-        return g.astype(self.dtype), None
+        # a target that requires grad gets one, as in PyTorch: d/dt = log(1 - p) - log p
+        gt = grad * (self.log_q - self.log_p) / self.count if self.needs_grad[1] else None
+        return g.astype(self.dtype), (None if gt is None else gt.astype(self.dtype))
 
 
 class BCEWithLogitsFunction(Function):
@@ -286,7 +295,8 @@ class BCEWithLogitsFunction(Function):
 
     def backward(self, grad):
         sigmoid = 0.5 * (1 + np.tanh(0.5 * self.z))  # 1 / (1 + e^-z) without overflow
-        return (grad * (sigmoid - self.t) / self.count).astype(self.dtype), None
+        gt = (-grad * self.z / self.count).astype(self.dtype) if self.needs_grad[1] else None
+        return (grad * (sigmoid - self.t) / self.count).astype(self.dtype), gt
 
 
 def binary_cross_entropy(probs, target) -> Tensor:

@@ -159,6 +159,15 @@ class no_grad:
         return wrapper
 
 
+def enable_autograd() -> None:
+    """Nothing to do: tinytorch records the graph from the moment this module is in the package.
+
+    Some courses patch the Tensor class when their learner calls `enable_autograd()`; here
+    `Tensor.backward` finds this module's engine by itself, so the call does nothing and code
+    written for those courses runs unchanged. `no_grad()` is the switch that does something.
+    """
+
+
 # %% [markdown]
 # ## Checking gradients numerically
 #

@@ -67,3 +67,17 @@ def test_sequential_chains_layers_in_order():
     np.testing.assert_allclose(model(x).data, want, rtol=1e-5, atol=1e-6)
     assert len(model) == 2 and model[1] is b and list(model) == [a, b]
     assert model.parameters() == [a.weight, a.bias, b.weight, b.bias]
+
+
+@pytest.mark.parametrize("wrap", [list, tuple])
+def test_sequential_of_a_list_is_refused_at_construction_saying_how(wrap):
+    """Issue 38: Sequential([a, b]) built and failed only when called; PyTorch refuses it too."""
+    layers = wrap([Linear(2, 3), Linear(3, 1)])
+    with pytest.raises(TypeError, match=r"Sequential\(a, b\).*Sequential\(\*layers\)"):
+        Sequential(layers)
+    assert len(Sequential(*layers)) == 2
+
+
+def test_sequential_refuses_something_that_is_not_a_layer():
+    with pytest.raises(TypeError, match="Sequential: int is not a layer"):
+        Sequential(Linear(2, 3), 3)

@@ -164,3 +164,17 @@ def test_no_grad_as_a_decorator_keeps_the_signature_and_docstring():
     wrapped = no_grad()(scale)
     assert inspect.signature(wrapped) == inspect.signature(scale)
     assert wrapped.__doc__ == "Scale x." and wrapped.__wrapped__ is scale
+
+
+def test_enable_autograd_exists_and_changes_nothing():
+    """Issue 38: the reference course's learners call enable_autograd(); here it is a no-op."""
+    import tinytorch
+    from tinytorch.core.autograd import enable_autograd
+
+    assert (
+        tinytorch.enable_autograd is enable_autograd and "Nothing to do" in enable_autograd.__doc__
+    )
+    x = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    assert enable_autograd() is None
+    (x * x).sum().backward()
+    np.testing.assert_array_equal(x.grad, [2.0, 4.0])

@@ -102,3 +102,8 @@ def test_options_that_do_not_apply_are_refused(tmp_path):
         app, ["milestone", "run", "compress", "--tokenizer", "bpe", "--out", str(tmp_path)]
     )
     assert result.exit_code != 0 and "--tokenizer does not apply to compress" in result.output
+
+
+def test_the_fewest_steps_have_a_schedule():
+    """--steps 2 fine-tuned a pruned model for one step and failed on a one-step warmup."""
+    assert [compress.warmup_steps(n) for n in (1, 2, 10, 100)] == [0, 1, 1, 10]

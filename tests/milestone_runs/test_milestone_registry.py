@@ -116,3 +116,27 @@ def test_stated_rounds_as_a_person_would():
     assert [milestones.registry.stated(s, brief=True) for s in (None, 3, 12.5, 170)] == [
         "?", "< 10 s", "15 s", "3 min"
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("typed, meant", [("gtp", "gpt"), ("perceptorn", "perceptron"),
+                                          ("Compres", "compress")])  # fmt: skip
+def test_a_misspelt_name_gets_a_did_you_mean(typed, meant):
+    with pytest.raises(milestones.MilestoneError, match=f"did you mean '{meant}'") as err:
+        milestones.find(typed)
+    assert "gpt" in err.value.hint
+
+
+def test_the_readme_milestone_table_gives_each_milestones_modules_as_the_registry_does():
+    """Issue 38: the README gave gpt's modules as "01-13, 17, 18" where the registry (and
+    `tito milestone list`) says "01-08 10-13 17 18"."""
+    from tito.curriculum.catalog import number_ranges
+    from tito.curriculum.paths import PACKAGE_ROOT
+
+    text = (PACKAGE_ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("| year | milestone | what it reproduces | modules |")
+    rows = text[start : text.index("\n\n", start)].splitlines()[2:]
+    table = {}
+    for row in rows:
+        year, name, _, modules = (cell.strip() for cell in row.strip("|").split("|"))
+        table[name.strip("`")] = (int(year), modules)
+    assert table == {m.name: (m.year, number_ranges(m.requires)) for m in milestones.MILESTONES}

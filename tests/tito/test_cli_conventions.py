@@ -118,3 +118,25 @@ def test_a_file_that_cannot_be_written_is_named_in_one_line(project, cli, monkey
     assert result.exit_code == 1
     assert "Permission denied: " in result.stderr and "tensor.ipynb" in result.stderr
     assert "Traceback" not in result.output
+
+
+def _every_command(group, path=()):
+    yield path
+    for name, command in getattr(group, "commands", {}).items():
+        yield from _every_command(command, (*path, name))
+
+
+def test_flags_are_shown_as_flags_in_every_help(cli):
+    """Issue 38: `--quick <bool>` read as an option taking a value, and `--quick true` failed."""
+    import typer
+
+    from tito.cli.main import app
+
+    paths = list(_every_command(typer.main.get_command(app)))
+    assert ("milestone", "run") in paths and len(paths) > 20
+    for path in paths:
+        result = cli(*path, "--help")
+        assert result.exit_code == 0, path
+        assert "<bool>" not in result.output, path
+    shown = " ".join(cli("milestone", "run", "--help").output.split())
+    assert "--quick A smaller model" in shown and "--allow-partial compress" in shown

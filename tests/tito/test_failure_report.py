@@ -168,3 +168,36 @@ def test_tito_test_maps_failures_to_the_notebook_the_package_came_from(project, 
     assert result.exit_code == 1
     cell, line, source = cell_line(nb, result.stdout)
     assert "raise NotImplementedError" in source
+
+
+def test_a_wrong_backward_points_at_the_students_backward_and_names_the_operand(
+    project, cli, monkeypatch
+):
+    """Issue 38: Sub.backward with the sign of b's gradient wrong was reported at numpy's
+    utils.py as "Sub: gradient of input 1"; it names the operand and the student's cell."""
+    nb = write_notebook(project, "        return grad, -grad\n", "        return grad, grad\n")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-k 'local_backward_rules and Sub'")
+    result = cli("module", "complete", "1")
+    assert result.exit_code == 1
+    out = " ".join(result.stdout.split())
+    assert "Sub.backward: the gradient of the second operand (b in a - b) is wrong" in out
+    assert "utils.py" not in out and "site-packages" not in out
+    at = next(line for line in result.stdout.splitlines() if line.strip().startswith("at "))
+    cell, _, source = cell_line(nb, at)
+    assert source.strip() == "def backward(self, grad):"
+    assert "return grad, grad" in nb.cells[cell - 1].source  # the cell holding the broken line
+
+
+def test_a_virtual_environment_inside_the_clone_is_never_the_place(tmp_path):
+    """A student's .venv inside the clone: numpy's assert line is not where the test failed."""
+    from tito.student.runner import _places
+
+    test = tmp_path / "tests" / "01_tensor" / "test_x.py"
+    numpy_file = tmp_path / ".venv/lib/python3.12/site-packages/numpy/testing/utils.py"
+    for path in (test, numpy_file):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x = 1\ny = 2\n")
+    frames = [[str(test), 2], [str(numpy_file), 1]]
+    assert _places(frames, tmp_path / "tinytorch", tmp_path, None) == [
+        "tests/01_tensor/test_x.py, line 2: y = 2"
+    ]

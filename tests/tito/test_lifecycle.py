@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from tito.curriculum import notebooks
 from tito.curriculum.catalog import find
+from tito.curriculum.paths import PACKAGE_ROOT
 
 NB = ("workspace", "01_tensor", "tensor.ipynb")
 
@@ -244,3 +245,35 @@ def test_grading_without_nbgrader_says_how_to_install_it(project, cli, monkeypat
     result = cli("grade", "report", "13")
     assert result.exit_code == 1
     assert "grading needs nbgrader" in result.output and '".[grade]"' in result.output
+
+
+def test_complete_again_installs_the_students_code_after_a_course_update(project, cli):
+    """Issue 38: `git checkout -- tinytorch && git pull` puts the course's package files back;
+    `complete --again` installs every completed module from the student's notebook again."""
+    module = find(1)
+    path = project.joinpath(*NB)
+    path.parent.mkdir(parents=True)
+    nbformat.write(notebooks.read_source(project / module.source), path)
+    assert cli("module", "complete", "1").exit_code == 0
+    package = project / "tinytorch/core/tensor.py"
+    mine = package.read_text()
+    reference = (PACKAGE_ROOT / "tinytorch/core/tensor.py").read_text()
+    package.write_text(reference)  # what `git checkout -- tinytorch` leaves
+    result = cli("module", "complete", "--again")
+    assert result.exit_code == 0, result.output
+    assert package.read_text() == mine and "1 module(s) complete again" in result.output
+    assert "1" in json.loads((project / ".tito/progress.json").read_text())["completed"]
+
+    # an update whose tests the notebook no longer passes: the module is no longer complete
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        cell.source = cell.source.replace("        return a + b\n", "        return a - b\n", 1)
+    nbformat.write(nb, path)
+    package.write_text(reference)
+    failed = cli("module", "complete", "--again")
+    assert failed.exit_code == 1
+    said = " ".join(failed.stderr.split())
+    assert "module 01 is no longer complete" in said and "tito module complete 1" in said
+    assert json.loads((project / ".tito/progress.json").read_text())["completed"] == {}
+    assert package.read_text() == reference
+    assert cli("module", "complete").exit_code == 1  # neither a module nor --again

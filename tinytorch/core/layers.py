@@ -235,6 +235,14 @@ class Sequential(Module):
     """Layers applied one after another."""
 
     def __init__(self, *layers):
+        for layer in layers:  # PyTorch refuses a list too: the layers are the arguments
+            if isinstance(layer, (list, tuple)):
+                raise TypeError(
+                    "Sequential takes the layers themselves, Sequential(a, b), not a "
+                    f"{type(layer).__name__} of them; unpack one with Sequential(*layers)"
+                )
+            if not callable(layer):
+                raise TypeError(f"Sequential: {type(layer).__name__} is not a layer (not callable)")
         self.layers = list(layers)
 
     def forward(self, x):

@@ -24,6 +24,25 @@ CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "Click
 TYPER_OWN = (typer.Exit, typer.Abort, CLICK_ERROR)
 
 
+def _flags_take_no_value() -> None:
+    """Show a flag bare (`--quick`), not as `--quick <bool>`, which reads as an option taking a
+    value (`--quick true` then fails). Typer 0.29 prints every flag with `<bool>`; earlier
+    versions print none, and this keeps it so."""
+    option = getattr(typer.core, "TyperOption", None)
+    shown = getattr(option, "display_type_rich", None)
+    if shown is None or getattr(shown, "tito_flags_bare", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    display_type_rich.tito_flags_bare = True
+    option.display_type_rich = display_type_rich
+
+
+_flags_take_no_value()
+
+
 class HandledGroup(TyperGroup):
     """Turns every error into one line with a hint; --debug or TITO_DEBUG=1 shows the traceback."""
 

@@ -82,6 +82,13 @@ def run(
         str | None,
         typer.Option(help="char or bpe (module 10's tokenizers; default: the config's)."),
     ] = None,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="compress, olympics: use a GPT run that stopped before its last step.",
+        ),
+    ] = False,
 ) -> None:
     """Run a milestone: `tito milestone run gpt` trains a GPT and makes it write."""
     try:
@@ -107,6 +114,7 @@ def run(
             console=console,
             data_dir=paths.root() / "data",
             completed=frozenset(progress.load()),
+            allow_partial=allow_partial,
         )
         with _one_blas_thread():
             summary = milestone.run(options)

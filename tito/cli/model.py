@@ -17,7 +17,7 @@ app = typer.Typer(
 )
 
 
-def read_model(path: Path):
+def read_model(path: Path, allow_partial: bool = False):
     """(GPT, tokenizer or None) from a milestone run folder or checkpoint, or a save_model file.
 
     A run is read by milestones.runs.load_run, which owns the checkpoint format: the model as it
@@ -26,7 +26,7 @@ def read_model(path: Path):
     import numpy as np
 
     from milestones import MilestoneError
-    from milestones.runs import checkpoint_path, load_run
+    from milestones.runs import checkpoint_path, load_run, require_finished
     from tinytorch.models.weights import load_model
 
     path = checkpoint_path(path)
@@ -43,6 +43,7 @@ def read_model(path: Path):
     if saved_model:
         return load_model(path), None
     try:
+        require_finished(path, allow_partial)
         run = load_run(path)
     except MilestoneError as err:
         raise TitoError(err.message, hint=err.hint) from None
@@ -64,11 +65,15 @@ def export(
         Path | None,
         typer.Option(help="A saved tinytorch tokenizer to put beside the model."),
     ] = None,
+    allow_partial: Annotated[
+        bool,
+        typer.Option("--allow-partial", help="Export a run that stopped before its last step."),
+    ] = False,
 ) -> None:
     """Write FOLDER for GPT2LMHeadModel.from_pretrained: config, weights, tokenizer."""
     from tinytorch.models import huggingface
 
-    model, tok = read_model(checkpoint)
+    model, tok = read_model(checkpoint, allow_partial)
     if tokenizer is not None:
         tok = _read_tokenizer(tokenizer)
     try:

@@ -138,11 +138,65 @@ def run_live(label: str, call):
 
 
 @app.command()
-def complete(key: ModuleArg, timeout: TimeoutOption = None) -> None:
+def complete(
+    key: Annotated[
+        str | None,
+        typer.Argument(
+            help="Module number or name, e.g. 13 or transformers.", autocompletion=complete_key
+        ),
+    ] = None,
+    timeout: TimeoutOption = None,
+    again: Annotated[
+        bool,
+        typer.Option(
+            "--again",
+            help="After a course update (`git pull`): complete every module you completed "
+            "before, again, from your notebooks, in course order.",
+        ),
+    ] = False,
+) -> None:
     """Export your notebook into tinytorch, run the module's tests, record progress on a pass."""
+    if again == (key is not None):
+        raise TitoError(
+            "give a module or --again",
+            hint="`tito module complete 3`, or `tito module complete --again` after `git pull`",
+        )
+    if again:
+        complete_again(timeout)
+        return
+    complete_one(find(key), timeout)
+
+
+def complete_again(timeout: float | None) -> None:
+    """Complete every completed module again, in course order; at the first that fails, forget
+    it and the ones after it (the package then holds the course's code for them), and say so."""
+    chosen = [m for m in MODULES if m.number in progress.load()]
+    if not chosen:
+        raise TitoError("no module is complete yet", hint="`tito module complete 1` first")
+    for number, m in enumerate(chosen):
+        try:
+            complete_one(m, timeout)
+        except typer.Exit:
+            rest = chosen[number:]
+            forgotten = progress.without(*(r.number for r in rest))
+            if forgotten is not None:
+                paths.write_all({progress.file(): forgotten})
+            names = " ".join(f"{r.number:02d}" for r in rest)
+            many = len(rest) > 1
+            fail(
+                f"module{'s' if many else ''} {names} {'are' if many else 'is'} no longer "
+                f"complete: tinytorch/ holds the course's code for {'them' if many else 'it'} "
+                f"until {'they pass' if many else 'it passes'} again",
+                hint=f"fix {paths.shown(paths.notebook(m))}, then `tito module complete "
+                f"{m.number}` and each of the others in order",
+            )
+            raise
+    ok(f"{len(chosen)} module(s) complete again with your code")
+
+
+def complete_one(m, timeout: float | None) -> None:
     from tito.student import lifecycle
 
-    m = find(key)
     try:
         run, recorded, saved = run_live(
             f"module {m.name}", lambda live: lifecycle.complete(m, timeout=timeout, on_event=live)

@@ -64,6 +64,10 @@ def run(
     budget: Annotated[
         float, typer.Option(min=1, help="quality: CPU-seconds of training for each model.")
     ] = 60.0,
+    allow_partial: Annotated[
+        bool,
+        typer.Option("--allow-partial", help="Measure a run that stopped before its last step."),
+    ] = False,
 ) -> None:
     """Measure a run against its own untransformed baseline in EVENT and record the result.
 
@@ -75,11 +79,14 @@ def run(
     """
     from milestones import MilestoneError
     from milestones import olympics as contest
+    from milestones.runs import require_finished
 
     if event not in EVENT_NAMES:
         raise TitoError(f"no event '{event}'", hint=f"choose one of: {', '.join(EVENT_NAMES)}")
     _needs()
     try:
+        if event != "quality":  # quality trains its own models; the others measure this run
+            require_finished(run_folder, allow_partial)
         record = contest.run_event(event, run_folder, paths.root() / "data", repeats, budget)
     except MilestoneError as err:
         raise TitoError(err.message, hint=err.hint) from None
@@ -148,6 +155,10 @@ def grade_class(
     budget: Annotated[
         float, typer.Option(min=1, help="quality: CPU-seconds of training for each model.")
     ] = 60.0,
+    allow_partial: Annotated[
+        bool,
+        typer.Option("--allow-partial", help="Measure a run that stopped before its last step."),
+    ] = False,
 ) -> None:
     """Instructor: measure every student's submitted run (submitted/STUDENT/20_capstone/run/)
     in EVENT, one at a time against one baseline, into the gradebook's leaderboard table."""

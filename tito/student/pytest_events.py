@@ -70,6 +70,9 @@ def pytest_runtest_makereport(item, call):
         text = str(info.value) if str(info.value).strip() else ""
         message = f"{info.typename}: {_first_lines(text)}" if text else info.typename
         frames = [[str(entry.path), entry.lineno + 1] for entry in info.traceback]
+        where = getattr(info.value, "tito_where", None)  # (file, line) the test blames, innermost
+        if isinstance(where, tuple) and len(where) == 2:
+            frames.append([str(where[0]), int(where[1])])
         report.tito_failure = {"message": message, "frames": frames}
     return report
 

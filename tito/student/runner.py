@@ -252,6 +252,8 @@ def _places(frames, package: Path, root: Path, locate: Locate | None) -> list[st
             if place is not None:
                 cells.append(str(place))
             fallback = fallback or f"tinytorch/{rel.as_posix()}, line {line}"
+        elif "site-packages" in target.parts:  # numpy's or pytest's code: never the cause
+            continue
         elif target.is_relative_to(root) and fallback is None and target.is_file():
             text = linecache.getline(str(target), line).strip()
             fallback = f"{target.relative_to(root).as_posix()}, line {line}"
