@@ -44,8 +44,6 @@ COURSE = {
     "memo.generation": "17 memoization",
     "accel.kernels": "18 acceleration",
     "accel.optim": "18 acceleration",
-    "accel.parallel": "18 acceleration",
-    "accel.accelerate": "18 acceleration",
     "bench.harness": "19 benchmarking",
     "olympics.rules": "20 capstone",
 }
