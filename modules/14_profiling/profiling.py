@@ -60,7 +60,7 @@ from tinytorch.profile.rules import shape_size as _size
 #
 # `parameter_counts(model, depth)` returns `{group: number of parameters}` in the order the
 # groups first appear. A name with fewer than `depth` parts before its leaf (`ln_f.gamma` at
-# depth 2) is grouped by the parts it has: `ln_f`.
+# depth 2) is grouped by the parts it has: `ln_f`; a bare leaf (`weight`) is its own group.
 
 
 # %% nbgrader={"grade": false, "grade_id": "parameters", "locked": false, "schema_version": 3, "solution": true, "task": false}
