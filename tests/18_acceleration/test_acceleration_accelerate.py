@@ -143,3 +143,30 @@ def test_accelerated_adam_equals_the_lesson_and_torch(rng, cls):
     restored.load_state_dict(fast.state_dict())
     assert restored.state_dict().keys() == fast.state_dict().keys()
     assert accelerated(plain(fast)) == set() and type(fast) is cls
+
+
+def test_recomputed_attention_keeps_no_weights_after_a_training_forward(rng):
+    # neither the graph nor `last_attention` may hold the (B, H, T, T) weights of a layer that
+    # recomputes them; under no_grad (plots) `last_attention` is still kept
+    import tracemalloc
+
+    from tinytorch.core.autograd import no_grad
+
+    tokens = rng.integers(0, 17, (4, 10))
+    held = {}
+    for recompute in (False, True):
+        model = accelerate(small_gpt(), recompute=recompute)
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            loss = cross_entropy(model(tokens), tokens)
+            held[recompute] = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        loss.backward()
+    weights = 2 * 4 * 4 * 10 * 10 * 4  # layers x (B, H, T, T) float32
+    assert held[False] - held[True] >= weights
+    assert all(b.attention.last_attention is None for b in model.blocks)
+    with no_grad():
+        model(tokens)
+    assert model.blocks[0].attention.last_attention.shape == (4, 4, 10, 10)

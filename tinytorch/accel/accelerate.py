@@ -9,7 +9,8 @@ path does not cover (a mask that is not additive floats, a wrong shape and its m
 the lesson's own `forward`. `parts` chooses what to swap (`PARTS`); `LESSONS` names the module
 each part replaces, and `parts_for` keeps a student's completed lessons on their own code unless
 they completed module 18 too. `recompute=True`: attention and GELU recompute their largest array
-in the backward instead of keeping it.
+in the backward instead of keeping it; an attention layer then keeps no `last_attention` while
+autograd records (under `no_grad`, for plots, it still does).
 """
 
 import time
@@ -30,7 +31,7 @@ from tinytorch.core.attention import MultiHeadAttention
 from tinytorch.core.layers import Module
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import Adam, AdamW, Optimizer
-from tinytorch.core.tensor import Tensor
+from tinytorch.core.tensor import Tensor, is_grad_enabled
 from tinytorch.models.transformer import GPT, GPTConfig
 from tinytorch.nn.normalization import LayerNorm
 from tinytorch.text.embeddings import Embedding, token_ids_array
@@ -76,6 +77,8 @@ class FastAttention:
         if not fits or (key is None and value is not None):
             return super().forward(query, mask, key=key, value=value)
         keep = self._keep_weights if getattr(self, "keep_attention", False) else None
+        if self.recompute and is_grad_enabled():
+            keep = None  # `last_attention` would hold the (B, H, T, T) weights recompute frees
         self.last_attention = None
         if key is None:
             qkv = self._heads(x, self.q_proj, self.k_proj, self.v_proj)  # (3, B, H, T, D)
