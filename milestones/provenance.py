@@ -30,7 +30,7 @@ def header(completed: frozenset[int], chosen: tuple[str, ...]) -> str:
     """One line naming, per part, whose lesson ran and whose fast version (if any) replaced it.
 
     e.g. "code: attention your module 12; layer norm reference module 13, accelerated by
-    reference module 18; ...; threads reference module 18; caching reference module 17"
+    reference module 18; ...; threads given; caching reference module 17"
     """
     from tinytorch.accel.accelerate import LESSONS
 
@@ -40,6 +40,6 @@ def header(completed: frozenset[int], chosen: tuple[str, ...]) -> str:
         if part in chosen:
             item += f", accelerated by {whose(ACCELERATION, completed)}"
         items.append(item)
-    items.append(f"threads {whose(ACCELERATION, completed)}")
+    items.append("threads given")  # DataParallel: a given file, no student's code
     items.append(f"caching {whose(MEMOIZATION, completed)}")
     return "code: " + "; ".join(items)

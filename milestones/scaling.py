@@ -1,7 +1,8 @@
 """Parameter, memory and speed reports: what the course's formulas predict against what we measure.
 
-Two parameter formulas, stated precisely (d = embed_dim, L = num_layers, V = vocab_size,
-T = max_seq_len, r = mlp_ratio = 4):
+The arithmetic is tinytorch/models/scaling.py's, read here, never redone. Its two parameter
+formulas (`estimate_parameters`'s "course" and "exact"), stated precisely (d = embed_dim,
+L = num_layers, V = vocab_size, T = max_seq_len, r = mlp_ratio = 4):
 
 - the course formula `12·L·d² + V·d`: the attention projections (4·d² per layer) plus the MLP
   (2·r·d² = 8·d² per layer) plus the token embedding. It leaves out biases, layer norms, the
@@ -23,23 +24,20 @@ import numpy as np
 
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import Tensor
-from tinytorch.models.scaling import count_parameters, estimate_memory
+from tinytorch.models.scaling import count_parameters, estimate_memory, estimate_parameters
 from tinytorch.models.transformer import GPT, PRESETS, GPTConfig
 
-FLOAT_BYTES = 4  # float32
 GPT_SIZES = ("gpt2-small", "gpt2-medium", "gpt2-large", "gpt3")  # names in PRESETS
 
 
 def course_formula(c: GPTConfig) -> int:
-    return 12 * c.num_layers * c.embed_dim**2 + c.vocab_size * c.embed_dim
+    """The course's rule of thumb, 12·L·d² + V·d (tinytorch/models/scaling.py)."""
+    return estimate_parameters(c)["course"]
 
 
 def exact_formula(c: GPTConfig) -> int:
-    d, r, v = c.embed_dim, int(c.mlp_ratio), c.vocab_size
-    per_layer = (4 * d * d + 4 * d) + (2 * r * d * d + r * d + d) + 4 * d
-    head = 0 if c.tie_weights else d * v + v
-    positions = c.max_seq_len * d if c.position == "learned" else 0  # sinusoidal: no weights
-    return v * d + positions + c.num_layers * per_layer + 2 * d + head
+    """Every parameter of GPT(c), from its sizes (tinytorch/models/scaling.py)."""
+    return estimate_parameters(c)["exact"]
 
 
 def parameter_scaling(this: GPTConfig, build_limit: int) -> list[dict]:
@@ -85,14 +83,14 @@ def attention_memory(
         with no_grad():
             model(Tensor(rng.integers(0, 32, size=(batch, t))))
         measured = int(model.blocks[0].attention.last_attention.nbytes)
-        predicted = batch * num_heads * t * t * FLOAT_BYTES
+        predicted = estimate_memory(model.config, batch, t)["attention"]
         rows.append({"seq_len": t, "predicted_bytes": predicted, "measured_bytes": measured})
     return rows
 
 
 def kv_cache_bytes_per_token(c: GPTConfig) -> int:
     """Keys and values of every layer for one more token of one sequence: 2·L·d·4 bytes."""
-    return 2 * c.num_layers * c.embed_dim * FLOAT_BYTES
+    return estimate_memory(c, batch_size=1, seq_len=1)["kv_cache"]
 
 
 def measured_kv_bytes_per_token(model: GPT, tokens: int = 8) -> float:

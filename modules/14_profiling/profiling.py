@@ -14,27 +14,22 @@
 # # Module 14 — Profiling: where the time and memory of a GPT go
 #
 # Module 13 ended with a GPT that trains and writes. Before making it faster or smaller (the
-# modules after this one) you need to know what it spends, and on what. Guessing is unreliable:
-# the operation that looks expensive in the code is often not the one that costs. A profiler
-# answers with numbers, and this module builds one from four kinds of them:
+# modules after this one) you need to know what it spends, and on what: the operation that looks
+# expensive in the code is often not the one that costs. A profiler answers with numbers, and you
+# build one from four kinds of them:
 #
 # 1. **Counts**: parameters per layer, and the floating-point operations (FLOPs) of every
-#    operation, worked out from the shapes alone. Counts are exact and machine-independent.
-# 2. **Times per operation**, measured while a real training step runs. The engine offers a
-#    hook for this (`tinytorch.core.hooks`): `Function.apply` and `Module.__call__` tell every
-#    active *listener* about each forward, each backward and each layer call. Your profiler is a
-#    listener; nothing in `Tensor` is patched.
-# 3. **Memory**: the bytes of activations the graph keeps for the backward pass, per layer, and
-#    the peak the whole step really reaches.
-# 4. **Latency** of a whole call, with warm-up and repeats, reported as a median and a spread.
-#
-# Put together they say where the time goes (in matrix multiplies, or in the rest) and how well
-# each operation uses the machine: its achieved GFLOP/s against the rate this computer reaches on
-# one large matrix multiply, which you measure too.
+#    operation, from the shapes alone: exact and machine-independent.
+# 2. **Times per operation**, measured while a real training step runs. `Function.apply` and
+#    `Module.__call__` tell every active *listener* (`tinytorch.core.hooks`) about each forward,
+#    each backward and each layer call. Your profiler is a listener; nothing is patched.
+# 3. **Memory**: the bytes of activations the graph keeps for the backward pass, per layer.
+# 4. **Latency** of a whole call, with warm-up and repeats, as a median and a spread.
 #
 # A last check ties the counts to theory: a training step of a transformer costs about
-# `6 x parameters x tokens` FLOPs, plus a term for attention. Your count of a real step must
-# agree with that formula exactly.
+# `6 x parameters x tokens` FLOPs plus a term for attention, and your count of a real step must
+# agree with that formula exactly. The given code at the end runs your profiler on the GPT you
+# trained and draws where its time goes.
 
 # %%
 #| default_exp profile.flops
@@ -45,23 +40,18 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from tinytorch.core.tensor import ShapeError
-
-
-def _size(shape) -> int:
-    return math.prod(int(n) for n in shape)
-
+from tinytorch.models.scaling import estimate_parameters
+from tinytorch.profile.rules import FUSED, SAME_AS, other_flops
+from tinytorch.profile.rules import shape_size as _size
 
 # %% [markdown]
 # ## 1. Parameters, layer by layer
 #
-# `named_parameters()` (module 03) lists every trainable tensor once, with a dotted name such as
-# `blocks.0.attention.q_proj.weight`; a tied matrix appears once. Grouping the names by their
-# first `depth` parts gives a table of where the parameters sit:
+# `named_parameters()` (module 03) lists every trainable tensor once (a tied matrix too), named
+# like `blocks.0.attention.q_proj.weight`. Grouping the names by their first `depth` parts:
 #
 # ```
 # depth=1: token_embedding, position_embedding, blocks, ln_f
@@ -70,7 +60,7 @@ def _size(shape) -> int:
 #
 # `parameter_counts(model, depth)` returns `{group: number of parameters}` in the order the
 # groups first appear. A name with fewer than `depth` parts before its leaf (`ln_f.gamma` at
-# depth 2) is grouped by the parts it has: `ln_f`.
+# depth 2) is grouped by the parts it has: `ln_f`; a bare leaf (`weight`) is its own group.
 
 
 # %% nbgrader={"grade": false, "grade_id": "parameters", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -132,115 +122,25 @@ def matmul_flops(a_shape, b_shape) -> int:
 #
 # The engine's operations fall into two kinds. **Matrix multiplies** (`MatMul` of module 01, which
 # module 12's attention uses for `q kᵀ` and `w v`, and the fused `LinearFunction` of module 03)
-# are counted exactly. **The rest** (additions, GELU, layer norm, softmax, the loss) is counted
-# per element at a fixed cost: an `exp` or a square root is really many machine instructions, so
-# these counts are conventions, and they are small next to the multiplies.
-#
-# Every rule returns a pair `(matmul, other)`.
+# you count exactly. **The rest** (additions, GELU, layer norm, softmax, the loss) is counted per
+# element at a fixed cost: an `exp` is really many machine instructions, so these counts are
+# conventions, small next to the multiplies. The given `tinytorch/profile/rules.py` holds them
+# (`other_flops(op, in_shapes, out_shape, phase)`, None for an operation it has no rule for:
+# unknown, never silently free), and the rules of module 18's fused kernels (`FUSED`, and
+# `SAME_AS` for a kernel that does a lesson operation's arithmetic). Every rule returns a pair
+# `(matmul, other)`. Yours:
 #
 # | operation | forward matmul | forward other |
 # |---|---|---|
 # | `MatMul(a, b)` | `matmul_flops(a, b)` | 0 |
 # | `LinearFunction(x, W (K, N), b)` | `2 rows K N` | `rows N` for the bias, if there is one |
 #
-# with `rows` the number of vectors in `x` (all its leading axes multiplied together).
-#
-# Backward: each input whose gradient is computed costs one more multiply of the same size
-# (`da = g bᵀ` and `db = aᵀ g` have the forward's FLOPs each; for `Linear`, `dx = g Wᵀ` and
+# with `rows` the number of vectors in `x` (all its leading axes multiplied together; `_size` of
+# a shape, given, multiplies its sizes). Backward: each input whose gradient is computed costs one
+# more multiply of the forward's size (`da = g bᵀ`, `db = aᵀ g`; for `Linear`, `dx = g Wᵀ` and
 # `dW = xᵀ g`), so a step that needs every gradient costs three times its forward; the bias
-# gradient is a sum over the rows, `rows N` "other" FLOPs. `needed` tells which gradients the
-# backward computed: the profiler reads it from the gradients the engine returned.
-#
-# The "other" costs are given below (`ELEMENTWISE`, `REDUCTIONS`, `FREE`), a forward and a
-# backward cost per element each: `Add`'s backward passes its gradient on unchanged (no FLOPs),
-# `Mul`'s multiplies twice (one product per input). An operation with no rule is counted as
-# unknown (`None`, shown as "-"), never silently as free. Module 18's fused kernels do the
-# arithmetic of the lessons they replace: `SAME_AS` maps three of them to a lesson's operation, and
-# the given `FUSED` rules count its packed projection and its one-node attention.
-# You write the rules of `MatMul` and `LinearFunction` in `forward_flops` and `backward_flops`.
-
-
-# %% nbgrader={"grade": false, "grade_id": "rules", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export
-# (forward, backward) FLOPs per output element; exp, log, tanh count as one, GELU's tanh formula
-# as eight forward and twelve backward
-ELEMENTWISE = {"Add": (1, 0), "Sub": (1, 1), "Mul": (1, 2), "Div": (1, 4), "Neg": (1, 1),
-               "Pow": (1, 3), "Exp": (1, 1), "Log": (1, 1), "ReLUFunction": (1, 1),
-               "SigmoidFunction": (3, 3), "TanhFunction": (1, 3), "GELUFunction": (8, 12),
-               "SoftmaxFunction": (5, 4), "LayerNormFunction": (8, 10),
-               "DropoutFunction": (1, 1)}  # fmt: skip
-# (forward, backward) FLOPs per input element
-REDUCTIONS = {"Sum": (1, 0), "Mean": (1, 1), "Max": (1, 2), "CrossEntropyFunction": (5, 3),
-              "MSEFunction": (3, 3)}  # fmt: skip
-# moving data, no arithmetic
-FREE = {"Reshape", "Permute", "GetItem", "EmbeddingLookup"}
-MATMUL_OPS = ("MatMul", "LinearFunction", "QKVProjection", "FusedAttention")
-# module 18's fused kernels that do the arithmetic of one lesson operation
-SAME_AS = {"FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction",
-           "SortedEmbeddingLookup": "EmbeddingLookup"}  # fmt: skip
-SOFTMAX = 5  # max, subtract, exp, sum, scale: per score
-
-
-def other_flops(op: str, in_shapes: list, out_shape, phase: str = "forward") -> int | None:
-    """FLOPs of an operation that is not a matrix multiply; None for one the rules do not know."""
-    column = 0 if phase == "forward" else 1
-    if op in ELEMENTWISE:
-        return ELEMENTWISE[op][column] * _size(out_shape)
-    if op in REDUCTIONS:
-        return REDUCTIONS[op][column] * _size(in_shapes[0])
-    if op in FREE:
-        return 0
-    return None
-
-
-def _projection(in_shapes, has_bias: bool):
-    """n, rows, K, N of module 18's QKVProjection (x, W_1..W_n, b_1..b_n)."""
-    n = (len(in_shapes) - 1) // 2 if has_bias else len(in_shapes) - 1
-    k, m = in_shapes[1]
-    return n, _size(in_shapes[0][:-1]), k, m
-
-
-def _attention(in_shapes):
-    """b, Tq, Tk, D, Dv of module 18's FusedAttention of q, k, v or one packed (3, ...) input."""
-    q, k, v = in_shapes if len(in_shapes) == 3 else (tuple(in_shapes[0][1:]),) * 3
-    batch = _size(np.broadcast_shapes(tuple(q[:-2]), tuple(k[:-2]), tuple(v[:-2])))
-    return batch, q[-2], k[-2], q[-1], v[-1]
-
-
-def _projection_forward(in_shapes, kwargs):
-    has_bias = kwargs.get("has_bias", False)
-    n, rows, k, m = _projection(in_shapes, has_bias)
-    return n * 2 * rows * k * m, n * rows * m if has_bias else 0
-
-
-def _projection_backward(in_shapes, needed, kwargs):
-    n, rows, k, m = _projection(in_shapes, kwargs.get("has_bias", False))
-    multiplies = (n if needed[0] else 0) + sum(needed[1 : 1 + n])
-    adds = (n - 1) * rows * k if needed[0] else 0  # dx sums the n projections' parts
-    return multiplies * 2 * rows * k * m, adds + sum(needed[1 + n :]) * rows * m
-
-
-def _attention_forward(in_shapes, kwargs):
-    b, tq, tk, d, dv = _attention(in_shapes)
-    scores = b * tq * tk
-    masked = scores if kwargs.get("mask") is not None else 0
-    return 2 * scores * (d + dv), b * tq * d + masked + SOFTMAX * scores  # scale, mask, softmax
-
-
-def _attention_backward(in_shapes, needed, kwargs):
-    b, tq, tk, d, dv = _attention(in_shapes)
-    need_q, need_k, need_v = needed * 3 if len(needed) == 1 else needed
-    scores = b * tq * tk
-    matmul = 2 * scores * dv if need_v else 0  # dv = wᵀ g
-    if not (need_q or need_k):
-        return matmul, 0
-    matmul += 2 * scores * dv + (need_q + need_k) * 2 * scores * d  # ds = g vᵀ, then dq, dk
-    return matmul, 2 * b * tq * dv + 3 * scores  # rowsum(g * out), subtract, times w, scale
-
-
-# module 18's fused kernels: (forward rule, backward rule)
-FUSED = {"QKVProjection": (_projection_forward, _projection_backward),
-         "FusedAttention": (_attention_forward, _attention_backward)}  # fmt: skip
+# gradient, a sum over the rows, costs `rows N` "other" FLOPs. `needed[i]` says whether input
+# `i`'s gradient was computed (the profiler reads it from the gradients the engine returned).
 
 
 # %% nbgrader={"grade": false, "grade_id": "op-flops", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -284,14 +184,16 @@ def backward_flops(
 # ## 4. The whole step, on paper
 #
 # Every weight matrix of the blocks and the output head is used in one matrix multiply per
-# token: `2` FLOPs per weight per token forward, twice that backward (one multiply for the input
-# gradient, one for the weight's), so
+# token: `2` FLOPs per weight per token forward, twice that backward (the input's gradient and
+# the weight's), so
 #
 #     training step = 6 x P x tokens + attention term,
 #
 # where `P` counts the weights that take part in a multiply: per block `4 C²` (q, k, v, out) and
 # `2 C H` (the MLP, hidden width `H`), plus `C V` for the head (the token embedding itself when
-# the weights are tied). Embedding lookups, biases and norms are not multiplies.
+# the weights are tied). Embedding lookups, biases and norms are not multiplies. The given
+# `estimate_parameters(config)["matmul"]` (`tinytorch/models/scaling.py`, the one home of the
+# course's parameter arithmetic) is that `P`.
 #
 # Attention multiplies activations by activations, so it is not in `P`: per layer `q kᵀ` and
 # `w v` cost `2 B T² C` each forward (all heads together, `H x D = C`), and the backward twice
@@ -306,10 +208,9 @@ def backward_flops(
 #| export
 def gpt_step_flops(config, batch: int, seq_len: int) -> dict[str, int]:
     """Matrix-multiply FLOPs of one training step (forward and backward) of GPT(config)."""
-    c, layers, v = config.embed_dim, config.num_layers, config.vocab_size
-    hidden = int(c * config.mlp_ratio)
+    c, layers = config.embed_dim, config.num_layers
+    params = estimate_parameters(config)["matmul"]
     ### BEGIN SOLUTION
-    params = layers * (4 * c * c + 2 * c * hidden) + c * v
     tokens = batch * seq_len
     parameter_term = 6 * params * tokens
     attention_term = 12 * layers * batch * seq_len * seq_len * c
@@ -326,72 +227,36 @@ def gpt_step_flops(config, batch: int, seq_len: int) -> dict[str, int]:
 #
 # - `forward(fn, inputs, kwargs, output, seconds)` after each operation's forward (`inputs` are
 #   the numpy arrays, `fn` the `Function` instance, `seconds` its time);
-# - `backward(fn, grad, grads, seconds)` after its backward (`grads`: one array or `None` per
-#   input);
+# - `backward(fn, grad, grads, seconds)` after its backward (`grads`: one array or None per input);
 # - `enter(module)` and `exit(module, output, seconds)` around each layer call.
 #
-# Your `Profiler` keeps a stack of the layers being run (push on `enter`, pop on `exit`): the
-# top of the stack is the layer an operation belongs to. For each forward it appends an `Event`
-# with the FLOPs (`forward_flops`), the bytes it read and wrote, and the bytes the graph **keeps**:
-# the output, when any input needs a gradient (`any(fn.needs_grad)`), since the backward will
-# need it. It remembers what it saw of `fn` (shapes, kwargs, layer, kept bytes) in `self.seen`,
-# keyed by `id(fn)`, holding `fn` itself so the id is not reused. The backward then finds them
-# there for `backward_flops`.
+# Your `Profiler` keeps `stack`, the dotted names of the layers running now (push on `enter` the
+# name `self.names` gives the module, or its class name if it has none; pop on `exit`): the top is
+# the layer an operation belongs to, `""` outside any. Each forward appends an
+# `OpEvent(op, phase, seconds, matmul_flops, other_flops, bytes_moved, kept_bytes, layer)` (given,
+# `tinytorch/profile/events.py`) with `forward_flops`, the bytes of the inputs and the output
+# (`nbytes(arrays)`, given), and the bytes the graph **keeps**: the output's, when any input needs
+# a gradient (`any(fn.needs_grad)`), else 0. A kept output's forward is remembered in
+# `self.seen[id(fn)] = (fn, shapes, out_shape, kwargs, layer, kept)` (holding `fn` keeps its id
+# from being reused); its backward pops that entry and appends its own `OpEvent` with
+# `backward_flops`, `bytes_moved` the incoming gradient, the returned gradients and the kept
+# output, and `kept_bytes` 0. A backward with no entry (no gradient kept, or a forward from
+# before the profiler listened) is ignored.
 #
-# Memory, with a simple model: the live activations grow by each kept output and shrink when that
-# operation's backward has run (its gradient has passed, the output is not needed any more).
-# `peak_bytes` is the largest the live total becomes; `kept_by_layer()` sums kept bytes per layer.
+# Memory, with a simple model: `live_bytes` grows by each kept output and shrinks by it when that
+# operation's backward has run. `peak_bytes` is the largest `live_bytes` becomes.
 
 # %% nbgrader={"grade": false, "grade_id": "profiler-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
 #| export profile.profiler
 """Profiling through the engine's listeners: times, FLOPs and kept bytes per operation (module 14)."""
 
 import time
-import tracemalloc
 from dataclasses import dataclass
 
 import numpy as np
 
-from tinytorch.core.autograd import no_grad
-from tinytorch.core.hooks import Listener, listen
-from tinytorch.core.losses import cross_entropy
-from tinytorch.core.tensor import Tensor
-
-
-@dataclass
-class Event:
-    """One forward or backward of one operation."""
-
-    op: str  # the Function's class name
-    phase: str  # "forward" or "backward"
-    seconds: float
-    matmul_flops: int
-    other_flops: int | None  # None: an operation the rules do not know
-    bytes_moved: int  # arrays read and written
-    kept_bytes: int  # forward output the graph keeps for the backward (0 otherwise)
-    layer: str  # dotted name of the innermost layer running it ("" outside any)
-
-    @property
-    def flops(self) -> int:
-        return self.matmul_flops + (self.other_flops or 0)
-
-
-def module_names(model) -> dict[int, str]:
-    """{id(module): dotted name} for `model` and every module below it; the model is "model"."""
-    names = {id(model): "model"}
-
-    def walk(module, prefix):
-        for name, child in module.children():
-            if hasattr(child, "children") and id(child) not in names:
-                names[id(child)] = prefix + name
-                walk(child, f"{prefix}{name}.")
-
-    walk(model, "")
-    return names
-
-
-def _nbytes(arrays) -> int:
-    return sum(getattr(a, "nbytes", 0) for a in arrays if a is not None)
+from tinytorch.core.hooks import Listener
+from tinytorch.profile.events import OUTSIDE, OpEvent, OpRow, module_names, nbytes
 
 
 # %% nbgrader={"grade": false, "grade_id": "profiler", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -401,7 +266,7 @@ class Profiler(Listener):
 
     def __init__(self, model=None):
         self.names = {} if model is None else module_names(model)
-        self.events: list[Event] = []
+        self.events: list[OpEvent] = []
         self.stack: list[str] = []  # dotted names of the layers running now, innermost last
         self.seen: dict[int, tuple] = {}  # id(fn): (fn, shapes, out_shape, kwargs, layer, kept)
         self.live_bytes = 0
@@ -423,8 +288,8 @@ class Profiler(Listener):
         ### BEGIN SOLUTION
         matmul, other = forward_flops(op, shapes, np.shape(output), kwargs)
         kept = output.nbytes if any(fn.needs_grad) else 0
-        moved = _nbytes(inputs) + output.nbytes
-        self.events.append(Event(op, "forward", seconds, matmul, other, moved, kept, layer))
+        moved = nbytes(inputs) + output.nbytes
+        self.events.append(OpEvent(op, "forward", seconds, matmul, other, moved, kept, layer))
         if kept:
             self.seen[id(fn)] = (fn, shapes, np.shape(output), kwargs, layer, kept)
             self.live_bytes += kept
@@ -439,8 +304,8 @@ class Profiler(Listener):
         _, shapes, out_shape, kwargs, layer, kept = self.seen.pop(id(fn))
         needed = [g is not None for g in grads]
         matmul, other = backward_flops(type(fn).__name__, shapes, out_shape, needed, kwargs)
-        moved = grad.nbytes + _nbytes(grads) + kept
-        self.events.append(Event(type(fn).__name__, "backward", seconds, matmul, other, moved, 0,
+        moved = grad.nbytes + nbytes(grads) + kept
+        self.events.append(OpEvent(type(fn).__name__, "backward", seconds, matmul, other, moved, 0,
                                  layer))  # fmt: skip
         self.live_bytes -= kept
         ### END SOLUTION
@@ -466,15 +331,13 @@ class Profiler(Listener):
 # %% [markdown]
 # ## 6. Latency: warm-up, repeats, median and spread
 #
-# A single timing of a call is one sample of a noisy quantity. The first calls pay for cold
-# caches and for numpy allocating its buffers; later ones are disturbed by whatever else the
-# machine runs. So `latency(fn, warmup, repeats)` calls `fn()` `warmup` times without timing,
-# then `repeats` times reading `clock()` just before and after each call, and returns a
-# `Latency`: the times, their median, and the quartiles `q1` and `q3` (`np.percentile` at 25 and
-# 75). The median ignores a few slow outliers; the spread `q3 - q1` says how much to trust it.
-# The clock is a parameter, so a test can pass a fake one.
-#
-# (Module 19 goes further: bootstrap intervals and a process per candidate.)
+# A single timing is one sample of a noisy quantity: the first calls pay for cold caches and
+# numpy's first allocations, later ones for whatever else the machine runs. So
+# `latency(fn, warmup, repeats, clock)` calls `fn()` `warmup` times untimed, then `repeats` times
+# reading `clock()` just before and after each call, and returns a `Latency`: the times, their
+# median and quartiles `q1`, `q3` (`np.percentile` at 25, 50 and 75). The median ignores a few
+# slow outliers; the spread `q3 - q1` says how much to trust it. The clock is a parameter so a
+# test can pass a fake one. (Module 19 adds bootstrap intervals and a process per candidate.)
 
 
 # %% nbgrader={"grade": false, "grade_id": "latency-type", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -517,52 +380,25 @@ def latency(fn, warmup: int = 3, repeats: int = 10, clock=time.perf_counter) -> 
 # %% [markdown]
 # ## 7. One table row per operation
 #
-# `by_operation(events, wall_seconds)` groups the events by `(op, phase)` and returns one `OpRow`
-# per group, slowest first: calls, seconds, FLOPs, bytes moved, the share of `wall_seconds` (the
-# time of the whole step, measured around it) and the achieved rate `flops / seconds`.
+# `by_operation(events, wall_seconds=None)` groups the events by `(op, phase)` and returns one
+# `OpRow` per group, slowest first (most `seconds`). A row sums its events' `calls` (one per
+# event), `seconds`, `matmul_flops`, `other_flops` and `bytes_moved`; its `other_flops` is None
+# when any of its events' is (an unknown count stays unknown).
 #
-# The time the operations account for is less than the wall time: the rest is Python between
-# them (building the graph, the optimizer's update, the KV cache's copies). `by_operation` adds a
-# row `"(outside operations)"` with that remainder, so the shares add up to one.
-
-# %% nbgrader={"grade": false, "grade_id": "row-type", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export profile.profiler
-OUTSIDE = "(outside operations)"
-
-
-@dataclass
-class OpRow:
-    op: str
-    phase: str
-    calls: int
-    seconds: float
-    matmul_flops: int
-    other_flops: int | None
-    bytes_moved: int
-    share: float = 0.0  # of the wall time
-
-    @property
-    def flops(self) -> int:
-        return self.matmul_flops + (self.other_flops or 0)
-
-    @property
-    def kind(self) -> str:
-        return "matmul" if self.op in MATMUL_OPS else "outside" if self.op == OUTSIDE else "other"
-
-    @property
-    def gflops(self) -> float:
-        """Achieved GFLOP/s."""
-        return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
-
-    @property
-    def intensity(self) -> float:
-        """FLOPs per byte moved: where the operation sits on the roofline's x axis."""
-        return self.flops / self.bytes_moved if self.bytes_moved else 0.0
+# `wall_seconds` is the time of the whole step, measured around it. The operations account for
+# less: the rest is Python between them (building the graph, the optimizer's update, the KV
+# cache's copies). When `wall_seconds` is larger than the operations' total, `by_operation`
+# appends, last, a row `OpRow(OUTSIDE, "", 0, wall_seconds - total, 0, 0, 0)` for that remainder
+# (`OUTSIDE = "(outside operations)"`). When `wall_seconds` is None (or not larger), there is no
+# such row and the total of the operations stands for the wall time. Each row's `share` is its
+# `seconds` over that wall time (0 if it is 0), so the shares add up to one. The given `OpRow`
+# (`OpRow(op, phase, calls, seconds, matmul_flops, other_flops, bytes_moved, share=0.0)`) adds
+# `flops`, `kind` ("matmul", "other" or "outside"), `gflops` and `intensity` (FLOPs per byte).
 
 
 # %% nbgrader={"grade": false, "grade_id": "by-operation", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export profile.profiler
-def by_operation(events: list[Event], wall_seconds: float | None = None) -> list[OpRow]:
+def by_operation(events: list[OpEvent], wall_seconds: float | None = None) -> list[OpRow]:
     """One row per (op, phase), slowest first, plus the time outside operations."""
     rows: dict[tuple, OpRow] = {}
     ### BEGIN SOLUTION
@@ -592,328 +428,33 @@ def matmul_share(rows: list[OpRow]) -> float:
 
 
 # %% [markdown]
-# ## 8. Profiling a training step and a generation (given)
+# ## 8. Your profiler on the GPT you trained (given)
 #
-# `profile_step` runs one training step of a language model, forward, loss, backward and (with
-# an optimizer) the update, under your profiler, timing the whole step around it. A second run
-# measures the real peak with `tracemalloc`, which numpy reports every array allocation to:
-# weights' gradients, temporaries and all. Tracing slows Python down, so that run is not timed.
-#
-# `profile_generation` does the same for `model.generate`: with module 17 in your package,
-# generation uses its KV cache (one new position per step); before it, every step recomputes the
-# whole context.
+# Given files run your code on a real model. `profile_step(model, tokens, targets, optimizer)`
+# and `profile_generation` (`tinytorch/profile/runs.py`) run training steps or `model.generate`
+# under your `Profiler`, timing each whole run for the outside row, and measure the real peak
+# (every numpy allocation) with `tracemalloc`. `tinytorch/profile/report.py` measures this
+# machine's two **roofs** with your `latency`, one large matrix multiply's rate and the copy
+# bandwidth: an operation with few FLOPs per byte (`intensity`) cannot beat `bandwidth x
+# intensity`, and above that slope the roof is the matmul rate. `tour()` (`tinytorch/profile/
+# tour.py`) profiles the GPT of `tito milestone run gpt` (a fresh small one without a run) on one
+# BLAS thread (on a shared machine, threads wait for each other), prints the tables and draws
+# them. It imports your profiler from the package: run `tito module export 14` first.
 
+# %%
+from tinytorch.profile.tour import tour
 
-# %% nbgrader={"grade": false, "grade_id": "runs", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export profile.profiler
-@dataclass
-class Profile:
-    profiler: Profiler  # the events of every profiled repeat
-    wall_seconds: float  # of all repeats together
-    traced_peak_bytes: int  # measured with tracemalloc, in a run of its own
-    repeats: int = 1
-
-    @property
-    def rows(self) -> list[OpRow]:
-        return by_operation(self.profiler.events, self.wall_seconds)
-
-
-def _traced_peak(fn) -> int:
-    running = tracemalloc.is_tracing()
-    if not running:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    before = tracemalloc.get_traced_memory()[0]
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1] - before
-    finally:
-        if not running:
-            tracemalloc.stop()
-
-
-def profile_step(
-    model, tokens, targets, optimizer=None, warmup: int = 1, repeats: int = 3
-) -> Profile:
-    """`repeats` training steps under the profiler, after `warmup` untimed ones."""
-    targets = np.asarray(targets)
-
-    def step():
-        loss = cross_entropy(model(Tensor(tokens)), targets)
-        loss.backward()
-        if optimizer is not None:
-            optimizer.step()
-            optimizer.zero_grad()
-        else:
-            model.zero_grad()
-
-    for _ in range(warmup):
-        step()
-    return _profiled(model, step, repeats)
-
-
-def _profiled(model, run, repeats: int) -> Profile:
-    profiler, wall = Profiler(model), 0.0
-    with listen(profiler):
-        for _ in range(repeats):  # several, so one interruption weighs less
-            began = time.perf_counter()
-            run()
-            wall += time.perf_counter() - began
-    return Profile(profiler, wall, _traced_peak(run), repeats)
-
-
-def profile_generation(model, prompt, new_tokens: int = 32, repeats: int = 3, **kwargs) -> Profile:
-    """`model.generate(prompt, new_tokens, **kwargs)` under the profiler (greedy by default)."""
-    kwargs.setdefault("temperature", 0)
-
-    def run():
-        with no_grad():
-            model.generate(prompt, new_tokens, **kwargs)
-
-    run()  # warm-up
-    return _profiled(model, run, repeats)
-
+found = tour()
+found["figures"]["step"]
 
 # %% [markdown]
-# ## 9. The machine's own roofs, a table and two plots (given)
-#
-# An achieved rate means little alone: 5 GFLOP/s is excellent on one machine and poor on the
-# next. `machine_rates` measures this computer's two roofs with your `latency`: the rate of one
-# large float32 matrix multiply (the best numpy's BLAS does here) and the bandwidth of copying a
-# large array. An operation with few FLOPs per byte (`intensity`) cannot beat `bandwidth x
-# intensity` however fast the arithmetic is: that is the sloped roof. Above the knee, the flat
-# roof is the matmul rate. Each operation is one point under the roofs; the distance to the roof
-# is what an optimization could win.
-
-# %% nbgrader={"grade": false, "grade_id": "report-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export profile.report
-"""The machine's roofs, a table and plots of where the time goes (module 14)."""
-
-import numpy as np
-
-
-def machine_rates(size: int = 512, repeats: int = 7) -> dict[str, float]:
-    """Measured float32 matmul GFLOP/s (size x size) and copy bandwidth in GB/s."""
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((size, size), dtype=np.float32)
-    b = rng.standard_normal((size, size), dtype=np.float32)
-    out = np.empty_like(a)
-    mm = latency(lambda: np.matmul(a, b, out=out), warmup=2, repeats=repeats)
-    src = np.ones(8 * 2**20, dtype=np.float32)  # 32 MB, more than the caches hold
-    dst = np.empty_like(src)
-    copy = latency(lambda: np.copyto(dst, src), warmup=2, repeats=repeats)
-    # a roof is the best the machine does, not what it usually does: the fastest repeat
-    return {"matmul_gflops": 2 * size**3 / mm.times.min() / 1e9,
-            "copy_gbytes": 2 * src.nbytes / copy.times.min() / 1e9}  # fmt: skip
-
-
-PHASES = {"forward": "fwd", "backward": "bwd", "": ""}
-
-
-def _flops(n) -> str:
-    return "-" if n is None else f"{n / 1e6:,.1f}"
-
-
-def operation_table(rows, rates: dict | None = None, top: int | None = None) -> str:
-    """The rows as text: time, share, MFLOPs, GFLOP/s and the share of the matmul roof."""
-    head = f"{'operation':<28}{'calls':>6}{'ms':>9}{'share':>7}{'MFLOP':>11}{'GFLOP/s':>9}"
-    head += f"{'of roof':>8}" if rates else ""
-    lines = [head, "-" * len(head)]
-    for r in rows[:top] if top else rows:
-        name = r.op if not r.phase else f"{r.op} {PHASES[r.phase]}"
-        line = f"{name:<28}{r.calls:>6}{r.seconds * 1e3:>9.2f}{r.share:>7.1%}"
-        rate = (
-            f"{r.gflops:>9.2f}"
-            if r.kind != "outside" and r.other_flops is not None
-            else f"{'-':>9}"
-        )
-        line += f"{_flops(r.flops if r.other_flops is not None else None):>11}{rate}"
-        if rates:
-            roof = r.gflops / rates["matmul_gflops"] if r.kind != "outside" else None
-            line += f"{'-':>8}" if roof is None else f"{roof:>8.1%}"
-        lines.append(line)
-    lines.append(f"time in matrix multiplies: {matmul_share(rows):.1%} of the wall time")
-    return "\n".join(lines)
-
-
-COLOURS = {"matmul": "tab:blue", "other": "tab:orange", "outside": "tab:gray"}
-
-
-def plot_time(rows, title: str = "where the time goes", top: int = 12):
-    """Horizontal bars of each operation's share of the wall time, matmuls in blue."""
-    from matplotlib.figure import Figure  # lazily: the package itself needs numpy only
-
-    shown = rows[:top]
-    figure = Figure(figsize=(7, 0.35 * len(shown) + 1.5))
-    axes = figure.subplots()
-    labels = [r.op if not r.phase else f"{r.op} ({r.phase})" for r in shown][::-1]
-    axes.barh(labels, [100 * r.share for r in shown][::-1],
-              color=[COLOURS[r.kind] for r in shown][::-1])  # fmt: skip
-    axes.set_xlabel("% of the wall time")
-    axes.set_title(f"{title}: {matmul_share(rows):.0%} in matrix multiplies (blue)")
-    figure.tight_layout()
-    return figure
-
-
-def plot_roofline(rows, rates: dict, title: str = "roofline"):
-    """Each operation at (FLOPs per byte, achieved GFLOP/s) under the machine's two roofs."""
-    from matplotlib.figure import Figure
-
-    points = [r for r in rows if r.kind != "outside" and r.flops and r.seconds > 0]
-    figure = Figure(figsize=(7, 5))
-    axes = figure.subplots()
-    peak, bandwidth = rates["matmul_gflops"], rates["copy_gbytes"]
-    x = np.logspace(-2, 3, 200)
-    axes.loglog(
-        x, np.minimum(peak, bandwidth * x), "k-", label="roof: min(matmul rate, bandwidth x I)"
-    )
-    for r in points:
-        axes.loglog(r.intensity, r.gflops, "o", color=COLOURS[r.kind])
-        axes.annotate(f"{r.op} {PHASES[r.phase]}", (r.intensity, r.gflops), fontsize=7)
-    axes.set_xlabel("arithmetic intensity (FLOPs per byte moved)")
-    axes.set_ylabel("achieved GFLOP/s")
-    axes.set_title(title)
-    axes.legend(loc="lower right")
-    figure.tight_layout()
-    return figure
-
-
-# %% [markdown]
-# ## 10. The GPT you trained
-#
-# The cells below profile the GPT of `tito milestone run gpt` when its run folder exists
-# (`runs/gpt`, or `runs/gpt-quick` from `--quick`, found from this folder upwards), and a small
-# freshly built GPT otherwise. The numbers are this machine's: run them again after module 18 and
-# compare.
-#
-# One condition matters more than any other on a shared machine: **threads**. numpy's BLAS
-# starts one thread per core for every multiply; when other programs already keep the cores
-# busy, those threads wait for each other, and a small multiply can take ten times longer than
-# on one thread. The milestone therefore trains with one BLAS thread per process
-# (`threadpoolctl`), and so do the measurements below; the first cell shows the difference.
-
-# %%
-import json
-from pathlib import Path
-
-from threadpoolctl import threadpool_limits
-
-from tinytorch.core.optimizers import AdamW
-from tinytorch.core.training import load_checkpoint
-from tinytorch.core.transformer import GPT, GPTConfig, count_parameters
-
-
-def trained_gpt():
-    """(model, batch size, where it came from): the milestone's GPT, or a fresh small one."""
-    for folder in (Path.cwd(), *Path.cwd().parents):
-        for run in ("runs/gpt", "runs/gpt-quick"):
-            path = folder / run / "checkpoint.npz"
-            if path.is_file():
-                with np.load(path) as archive:
-                    key = next(k for k in archive.files if k.endswith("milestone_meta"))
-                    meta = json.loads(archive[key].tobytes().decode())["config"]
-                fields = GPTConfig.__dataclass_fields__
-                model = GPT(**{k: v for k, v in meta.items() if k in fields})
-                load_checkpoint(path, model)
-                return model, meta["batch_size"], str(path)
-    np.random.seed(0)
-    return GPT(vocab_size=96, embed_dim=64, num_layers=2, num_heads=4, max_seq_len=64,
-               tie_weights=True), 16, "a fresh GPT (no milestone run found)"  # fmt: skip
-
-
-def one_thread():
-    return threadpool_limits(1, user_api="blas")
-
-
-gpt, batch, origin = trained_gpt()
-config = gpt.config
-print(f"{origin}: {count_parameters(gpt):,} parameters")
-print(parameter_counts(gpt, depth=2))
-data_rng = np.random.default_rng(0)
-x = data_rng.integers(0, config.vocab_size, size=(batch, config.max_seq_len))
-y = data_rng.integers(0, config.vocab_size, size=(batch, config.max_seq_len))
-
-
-def train_step():
-    cross_entropy(gpt(Tensor(x)), y).backward()
-    gpt.zero_grad()
-
-
-threads = latency(train_step, warmup=1, repeats=5)
-with one_thread():
-    single = latency(train_step, warmup=1, repeats=5)
-print(f"one training step: {threads} with numpy's default threads, {single} with one")
-
-# %%
-with one_thread():
-    rates = machine_rates()
-    step = profile_step(gpt, x, y, AdamW(gpt.parameters(), lr=1e-4))
-print(f"one BLAS thread: {rates['matmul_gflops']:.1f} GFLOP/s matmul, "
-      f"{rates['copy_gbytes']:.1f} GB/s copy")  # fmt: skip
-print(operation_table(step.rows, rates, top=14))
-totals = step.profiler.totals()
-counted = totals["matmul_flops"] // step.repeats
-analytic = gpt_step_flops(config, batch, config.max_seq_len)
-print(f"matmul FLOPs of one step: counted {counted:,}, analytic {analytic['total']:,}")
-rate = (totals["matmul_flops"] + totals["other_flops"]) / step.wall_seconds / 1e9
-print(f"whole step: {rate:.2f} GFLOP/s, {rate / rates['matmul_gflops']:.1%} of the matmul roof")
-print(f"activations kept {step.profiler.peak_bytes / 1e6:.1f} MB; "
-      f"traced peak of the step {step.traced_peak_bytes / 1e6:.1f} MB")  # fmt: skip
-kept = step.profiler.kept_by_layer().items()  # over every repeat: divide by their number
-print({k: f"{v / step.repeats / 1e6:.2f} MB" for k, v in list(kept)[:8]})
-plot_time(step.rows, "training step")
-
-# %%
-plot_roofline(step.rows, rates, "training step")
-
-# %%
-prompt = x[:1, :8]
-with one_thread():
-    generation = profile_generation(gpt, prompt, new_tokens=32)
-    whole = latency(lambda: gpt.generate(prompt, 32, temperature=0), warmup=1, repeats=5)
-print(operation_table(generation.rows, rates, top=10))
-print(f"generating 32 tokens: {whole}, {32 / whole.median:.0f} tokens/s")
-plot_time(generation.rows, "generating 32 tokens")
-
-# %% [markdown]
-# What to look for. In the training step the matrix multiplies carry almost all the FLOPs, and
-# most of the time, but well below the roof: the roof was measured on `512 x 512` matrices, and a
-# small GPT multiplies `(B T, 64) @ (64, 64)`, too thin for the BLAS to reuse what it loads. Layer
-# norm, GELU, softmax and the loss do about one FLOP per byte they move; they sit near the sloped
-# roof, or above it when their arrays fit in the cache (the copy measured main memory). Their
-# share of the time is far larger than their share of the FLOPs.
-#
-# Generation with a cache multiplies one row at a time (`(1, C) @ (C, C)`): tiny multiplies with
-# no reuse of the weights, so even the matmuls sit far below the roof, and the Python between
-# operations takes most of the time. With module 17 in your package, its cached attention works
-# on numpy arrays directly, outside the engine's operations: the profiler cannot see it, and its
-# time (with the cache's copies) lands in "(outside operations)". A profiler sees what passes
-# through its hook, and nothing else. Those costs are the targets of module 18.
-
-# %% [markdown]
-# A profile also catches operations that cost far more than their FLOPs say. The rule of thumb:
-# an elementwise operation should run near the copy bandwidth. One that sits a hundred times
-# below its neighbours on the roofline is worth reading. A classic in numpy: a power with an
-# integer exponent other than 2 goes through the general `pow` routine, where a product of the
-# same numbers is a few multiplications. Measure it (GPT-2's GELU needs `x³`):
-
-# %%
-cube_input = np.random.default_rng(0).standard_normal((16, 64, 256), dtype=np.float32)
-with one_thread():
-    power = latency(lambda: cube_input**3, warmup=2, repeats=7)
-    product = latency(lambda: cube_input * cube_input * cube_input, warmup=2, repeats=7)
-print(f"x**3: {power}; x*x*x: {product}; {power.median / product.median:.0f}x")
-
-# %% [markdown]
-# ## Try it
-
-# %%
-np.random.seed(0)
-small = GPT(vocab_size=20, embed_dim=16, num_layers=1, num_heads=2, max_seq_len=8)
-probe = Profiler(small)
-with listen(probe):
-    cross_entropy(small(np.zeros((2, 8), dtype=int)), np.zeros((2, 8), dtype=int)).backward()
-print(probe.totals(), gpt_step_flops(small.config, 2, 8)["total"])
+# What to look for. In the training step the matrix multiplies carry most FLOPs and time, well
+# below the roof: `(B T, 64) @ (64, 64)` is too thin for the BLAS to reuse what it loads. Layer
+# norm, GELU, softmax and the loss do about one FLOP per byte: a far larger share of the time
+# than of the FLOPs. Cached generation multiplies one row at a time, and module 17's cached
+# attention works on numpy arrays outside the engine's operations: its time lands in the outside
+# row (a profiler sees only what passes through its hook). And `x**3` goes through numpy's
+# general `pow`, where `x*x*x` is two multiplications. These are module 18's targets.
 
 # %% [markdown]
 # ## Tests
@@ -935,14 +476,6 @@ def _random_gpt(rng, tie: bool):
     heads = int(rng.integers(1, 3))
     return GPT(vocab_size=int(rng.integers(10, 30)), embed_dim=8 * heads, num_layers=int(rng.integers(1, 3)),
                num_heads=heads, max_seq_len=8, tie_weights=tie)  # fmt: skip
-
-
-def _profiled_step(model, tokens):
-    profiler = Profiler(model)
-    with listen(profiler):
-        loss = cross_entropy(model(tokens), tokens)
-        loss.backward()
-    return profiler, loss
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-parameters", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
@@ -1010,7 +543,9 @@ def test_gpt_step_flops_match_the_analytic_count(rng):
     model = _random_gpt(rng, tie=bool(rng.integers(2)))
     batch, steps = int(rng.integers(1, 4)), int(rng.integers(2, 9))
     tokens = rng.integers(0, model.vocab_size, size=(batch, steps))
-    profiler, _ = _profiled_step(model, tokens)
+    profiler = Profiler(model)
+    with listen(profiler):
+        cross_entropy(model(tokens), tokens).backward()
     totals = profiler.totals()
     analytic = gpt_step_flops(model.config, batch, steps)
     assert totals["matmul_flops"] == analytic["total"]
@@ -1053,7 +588,7 @@ def test_latency_with_a_fake_clock(rng):
 @graded(rtol=1e-9, atol=1e-12)
 def test_rows_by_operation(rng):
     ops = ["MatMul", "Add", "LinearFunction", "Add", "MatMul"]
-    events = [Event(op, phase, float(rng.uniform(0.1, 1)), int(rng.integers(100)) * (op != "Add"),
+    events = [OpEvent(op, phase, float(rng.uniform(0.1, 1)), int(rng.integers(100)) * (op != "Add"),
                     int(rng.integers(50)), 10, 0, "") for op in ops for phase in ("forward", "backward")]  # fmt: skip
     wall = sum(e.seconds for e in events) * 1.25
     rows = by_operation(events, wall)

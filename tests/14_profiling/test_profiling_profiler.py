@@ -1,26 +1,18 @@
-"""The profiler as a listener: events, layers, kept bytes, latency, rows, runs, the report."""
+"""The profiler as a listener: events, layers, kept bytes, latency, rows, and the given runs
+that drive it (profile_step, profile_generation)."""
 
 import numpy as np
 import pytest
-from matplotlib.figure import Figure
 
 from tinytorch.core.autograd import topological_order
 from tinytorch.core.hooks import listen, listeners
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.transformer import GPT
+from tinytorch.profile.events import OUTSIDE, OpEvent
 from tinytorch.profile.flops import gpt_step_flops
-from tinytorch.profile.profiler import (
-    OUTSIDE,
-    Event,
-    Profiler,
-    by_operation,
-    latency,
-    matmul_share,
-    profile_generation,
-    profile_step,
-)
-from tinytorch.profile.report import machine_rates, operation_table, plot_roofline, plot_time
+from tinytorch.profile.profiler import Profiler, by_operation, latency, matmul_share
+from tinytorch.profile.runs import profile_generation, profile_step
 
 
 def small_gpt(seed=0, **overrides):
@@ -117,7 +109,7 @@ def test_latency_rejects_counts_that_are_not_whole(warmup, repeats):
 
 
 def event(op, phase, seconds, matmul=0, other=0):
-    return Event(op, phase, seconds, matmul, other, 100, 0, "")
+    return OpEvent(op, phase, seconds, matmul, other, 100, 0, "")
 
 
 def test_rows_group_sort_and_share_the_wall_time():
@@ -170,28 +162,3 @@ def test_generation_without_a_cache_recomputes_every_window():
     lengths = [min(3 + i, 10) for i in range(new)]
     expected = sum(gpt_step_flops(model.config, 1, t)["total"] // 3 for t in lengths)
     assert run.profiler.totals()["matmul_flops"] == expected
-
-
-def test_the_report_shows_every_row_and_plots_them():
-    events = [
-        event("MatMul", "forward", 0.2, 10**9),
-        event("LayerNormFunction", "backward", 0.1, 0, 10**6),
-        event("Kernel", "forward", 0.05, 0, None),
-    ]
-    rows = by_operation(events, wall_seconds=0.5)
-    rates = {"matmul_gflops": 10.0, "copy_gbytes": 5.0}
-    text = operation_table(rows, rates)
-    for name in ("MatMul fwd", "LayerNormFunction bwd", "Kernel fwd", OUTSIDE):
-        assert name in text
-    assert "5.00" in text and "50.0%" in text  # 1 GFLOP in 0.2 s: 5 GFLOP/s, half the roof
-    assert text.splitlines()[-1] == "time in matrix multiplies: 40.0% of the wall time"
-    bars = plot_time(rows)
-    assert isinstance(bars, Figure) and len(bars.axes[0].patches) == len(rows)
-    roof = plot_roofline(rows, rates)
-    assert len(roof.axes[0].lines) == 1 + 2  # the roof, and the two operations with counts
-
-
-def test_machine_rates_measure_both_roofs():
-    rates = machine_rates(size=64, repeats=2)
-    assert set(rates) == {"matmul_gflops", "copy_gbytes"}
-    assert all(np.isfinite(v) and v > 0 for v in rates.values())

@@ -11,7 +11,7 @@ import numpy as np
 
 
 class FusedAdam:
-    """Mixed into module 06's Adam or AdamW by `accelerate(optimizer)`: the same step, in place."""
+    """Module 06's Adam update in place; `accelerate(optimizer)` mixes it into Adam and AdamW."""
 
     def _buffer(self, p) -> np.ndarray:
         """A buffer shaped like `p`, shared by every parameter, so a step allocates nothing."""
@@ -43,18 +43,6 @@ class FusedAdam:
         np.divide(m, tmp, out=tmp)
         tmp *= step_size
         p.data -= tmp
-
-    def step(self) -> None:
-        """One update of every parameter that has a gradient (AdamW: decay first)."""
-        for p, state in zip(self.params, self.state):
-            if p.grad is None:
-                continue
-            g = p.grad
-            if self.weight_decay and self.decoupled_decay:
-                p.data *= 1.0 - self.lr * self.weight_decay
-            elif self.weight_decay:
-                g = g + self.weight_decay * p.data  # Adam's L2 form: into the gradient
-            self._fused_update(p, state, g)
 
 
 __all__ = ["FusedAdam"]  # fmt: skip

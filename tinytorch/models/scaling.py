@@ -1,13 +1,25 @@
 """How big a GPT is: parameters counted and estimated from its sizes, and memory in bytes.
 
-Per block, attention has four `C x C` projections (`4C²`) and the MLP two `C x 4C` ones (`8C²`),
-so a stack of `L` blocks holds about `12 L C²` weights; the embeddings add `V C` (tokens) and
-`T_max C` (learned positions), an untied output projection `C V`. `estimate_parameters` gives the
-exact count beside that rule of thumb; `estimate_memory` the float32 bytes of training (weights,
-gradients, Adam's moments, activations, one layer's attention matrix) and of the KV cache.
+The one home of this arithmetic: the scaling and gpt milestones, module 14's FLOP count and
+module 17's cache check read it here. Per block, attention has four `C x C` projections (`4C²`)
+and the MLP two `C x 4C` ones (`8C²`), so a stack of `L` blocks holds about `12 L C²` weights;
+the embeddings add `V C` (tokens) and `T_max C` (learned positions), an untied output projection
+`C V`. `estimate_parameters` gives, from the sizes alone:
 
-Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: the scaling milestone and module 13's
-guide use it. Only numbers are read from the config, so this file imports no model.
+- `exact`: every parameter of GPT(config), biases and norms included (`count_parameters` of a
+  built model equals it);
+- `course`: the course's rule of thumb `12 L C² + V C` (matrices and the token embedding);
+- `formula`: the weight matrices and every embedding, `12 L C² + V C (+ T_max C) (+ C V)`;
+- `matmul`: the weights that take part in a matrix multiply per token, `L (4 C² + 2 C H) + C V`
+  with `H` the MLP's width (the head, or the tied token embedding, is one multiply): the `P` of a
+  training step's `6 P tokens` FLOPs;
+- `per_block` and `embeddings`.
+
+`estimate_memory` gives the float32 bytes of training (weights, gradients, Adam's moments,
+activations, one layer's attention matrix) and of the KV cache.
+
+Given product code (tito/curriculum/catalog.py GIVEN), not a lesson. Only numbers are read from the config,
+so this file imports no model.
 """
 
 from __future__ import annotations
@@ -35,8 +47,9 @@ def estimate_parameters(config: GPTConfig) -> dict[str, int]:
     head = 0 if config.tie_weights else c * v + v
     exact = embeddings + n * (attention + mlp + norms) + 2 * c + head
     formula = 12 * n * c * c + embeddings + (0 if config.tie_weights else c * v)
-    return {"exact": exact, "formula": formula, "per_block": attention + mlp + norms,
-            "embeddings": embeddings}  # fmt: skip
+    return {"exact": exact, "formula": formula, "course": 12 * n * c * c + v * c,
+            "matmul": n * (4 * c * c + 2 * c * hidden) + c * v,
+            "per_block": attention + mlp + norms, "embeddings": embeddings}  # fmt: skip
 
 
 def estimate_memory(config: GPTConfig, batch_size: int, seq_len: int) -> dict[str, int]:
