@@ -241,7 +241,7 @@ def tokens_per_second(run: Run, transforms: list[str], data_dir: Path | None, re
 def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats: int = 5,
             untrusted: bool = False):  # fmt: skip
     """What the tool measures of a run with `transforms` applied: a module 20 `Measured`."""
-    from tinytorch.olympics.rules import Measured
+    from tinytorch.olympics.events import Measured
 
     run = load_run(folder, data_dir, untrusted)
     model = apply(run.model, transforms)
@@ -274,7 +274,8 @@ def run_event(event_name: str, folder: Path, data_dir: Path | None, repeats: int
 
     from milestones import budget as clock
     from tinytorch.bench.harness import environment
-    from tinytorch.olympics.rules import event, score, violation
+    from tinytorch.olympics.events import event
+    from tinytorch.olympics.rules import score, violation
 
     rules = event(event_name)
     manifest = read_manifest(folder)
@@ -315,7 +316,7 @@ RECORD_KEYS = {"event", "name", "run", "checkpoint_sha256", "transforms", "measu
 
 def valid(record) -> bool:
     """A result record as run_event writes it: the keys, finite numbers, a known event."""
-    from tinytorch.olympics.rules import EVENTS, Measured
+    from tinytorch.olympics.events import EVENTS, Measured
 
     if not isinstance(record, dict) or set(record) != RECORD_KEYS:
         return False

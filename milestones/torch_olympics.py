@@ -48,7 +48,8 @@ def measured_entries(folder: Path, data_dir: Path | None, repeats: int, console)
 
 
 def scores(rows: dict, quality: dict, spent: float) -> dict:
-    from tinytorch.olympics.rules import EVENTS, Measured, score, violation
+    from tinytorch.olympics.events import EVENTS, Measured
+    from tinytorch.olympics.rules import score, violation
 
     def as_measured(row):
         return Measured(row["tokens_per_second"], row["bytes"], row["bits_per_char"],

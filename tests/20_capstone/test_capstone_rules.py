@@ -9,11 +9,9 @@ import torch
 
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.core.transformer import GPT
+from tinytorch.olympics.events import EVENTS, Measured, event
 from tinytorch.olympics.rules import (
-    EVENTS,
-    Measured,
     all_around,
-    event,
     heldout_bits_per_char,
     improvement,
     score,
