@@ -230,7 +230,7 @@ def generation_call(run: str, transforms: list[str], data_dir: str | None = None
 
 def tokens_per_second(run: Run, transforms: list[str], data_dir: Path | None, repeats: int,
                       untrusted: bool = False) -> float:  # fmt: skip
-    from tinytorch.bench.harness import run_isolated
+    from tinytorch.bench.processes import run_isolated
 
     kwargs = {"run": str(run.folder), "transforms": transforms, "untrusted": untrusted,
               "data_dir": str(data_dir) if data_dir else None}  # fmt: skip
@@ -273,7 +273,7 @@ def run_event(event_name: str, folder: Path, data_dir: Path | None, repeats: int
     from dataclasses import replace
 
     from milestones import budget as clock
-    from tinytorch.bench.harness import environment
+    from tinytorch.bench.processes import environment
     from tinytorch.olympics.events import event
     from tinytorch.olympics.rules import score, violation
 

@@ -139,6 +139,8 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/models/scaling.py": (),  # parameter and memory arithmetic
     "tinytorch/models/seq2seq.py": (13,),  # encoder and encoder-decoder (translate milestone)
     "tinytorch/models/huggingface.py": (13,),  # GPT-2 layout for transformers
+    "tinytorch/bench/quartiles.py": (),  # median and quartiles of timings (modules 14, 19)
+    "tinytorch/bench/processes.py": (19,),  # a process per candidate, module 19's harness
     "tinytorch/olympics/events.py": (),  # the contest's events and measurements (module 20)
 }
 GIVEN: tuple[str, ...] = tuple(GIVEN_REQUIRES)
