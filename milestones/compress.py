@@ -25,11 +25,12 @@ from tinytorch.compress.lowrank import factorize
 from tinytorch.compress.pruning import linears, prune, prune_structure, sparse_bytes
 from tinytorch.compress.quantization import calibrate, model_bytes, quantize_model
 from tinytorch.core.autograd import no_grad
+from tinytorch.core.checkpoint import write_atomic
 from tinytorch.core.embeddings import Embedding
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
-from tinytorch.core.training import CosineSchedule, seed_everything, write_atomic
+from tinytorch.core.training import CosineSchedule, seed_everything
 from tinytorch.data.loader import LanguageModelDataset
 from tinytorch.models.scaling import count_parameters
 from tinytorch.models.transformer import GPT

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from milestones.folder import LONGEST_NAME, prepare_out
-from tinytorch.core.training import write_atomic
+from tinytorch.core.checkpoint import write_atomic
 
 __all__ = ["LONGEST_NAME", "PREVIOUS", "keep_previous", "prepare_out", "write_json"]
 

@@ -20,7 +20,7 @@ from milestones import olympics
 from milestones.compress import FULL, ON_A_TRAINED_RUN, QUICK, trained_gpt
 from milestones.output import keep_previous, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
-from tinytorch.core.training import write_atomic
+from tinytorch.core.checkpoint import write_atomic
 
 RUN_FILES = ("summary.json", "table.md", "olympics.png")
 ENTRIES = {

@@ -51,13 +51,13 @@ import numpy as np
 
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import ShapeError, Tensor
-from tinytorch.olympics.events import EVENTS, HIGHER_IS_BETTER, Event, Measured, event  # noqa: F401
+from tinytorch.olympics.events import EVENTS, HIGHER_IS_BETTER, Contest, Measured, event  # noqa: F401
 
 # %% [markdown]
 # ## The contest's rules, as data (given)
 #
 # The given file `tinytorch/olympics/events.py` holds the rules you judge by; read it once.
-# `EVENTS` maps each event's name to an `Event` with these fields:
+# `EVENTS` maps each event's name to a `Contest` with these fields:
 #
 # - `metric`: what ranks, `"tokens_per_second"`, `"bytes"`, `"bits_per_char"`, or `"score"`
 #   (the all-around geometric mean);
@@ -146,7 +146,7 @@ def heldout_bits_per_char(model, ids, chars: int, window: int) -> float:
 
 # %% nbgrader={"grade": false, "grade_id": "violation", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
-def violation(event: Event, measured: Measured, baseline: Measured, budget: float = math.inf):
+def violation(event: Contest, measured: Measured, baseline: Measured, budget: float = math.inf):
     """None if `measured` keeps `event`'s rules against `baseline`, else the broken rule."""
     ### BEGIN SOLUTION
     numbers = (measured.tokens_per_second, measured.bytes, measured.bits_per_char)
@@ -205,7 +205,9 @@ def all_around(measured: Measured, baseline: Measured) -> float:
     ### END SOLUTION
 
 
-def score(event: Event, measured: Measured, baseline: Measured, budget: float = math.inf) -> float:
+def score(
+    event: Contest, measured: Measured, baseline: Measured, budget: float = math.inf
+) -> float:
     """0 for an entry that broke a rule, else its improvement over the baseline in `event`."""
     ### BEGIN SOLUTION
     if violation(event, measured, baseline, budget) is not None:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Event:
-    """One event's rules: what ranks (a field of `Measured`), which way, and what must hold."""
+class Contest:
+    """One event of the contest and its rules: what ranks (a field of `Measured`), which way, and what must hold."""
 
     name: str
     metric: str  # "tokens_per_second", "bytes", "bits_per_char" or "score"
@@ -27,16 +27,16 @@ class Event:
     summary: str
 
 
-EVENTS: dict[str, Event] = {
+EVENTS: dict[str, Contest] = {
     e.name: e
     for e in (
-        Event("speed", "tokens_per_second", True, 0.02, False,
+        Contest("speed", "tokens_per_second", True, 0.02, False,
               "fastest cached generation, bits/char within 2% of the baseline"),
-        Event("size", "bytes", False, 0.05, False,
+        Contest("size", "bytes", False, 0.05, False,
               "smallest weights in bytes, bits/char within 5% of the baseline"),
-        Event("quality", "bits_per_char", False, None, True,
+        Contest("quality", "bits_per_char", False, None, True,
               "best held-out bits/char after a fixed budget of CPU-seconds of training"),
-        Event("all-around", "score", True, 0.05, False,
+        Contest("all-around", "score", True, 0.05, False,
               "geometric mean of the speed, size and quality improvements"),
     )
 }  # fmt: skip
@@ -61,11 +61,11 @@ class Measured:
         return float(values[name])
 
 
-def event(name: str) -> Event:
+def event(name: str) -> Contest:
     """The event called `name`, or a ValueError that lists the events."""
     if name not in EVENTS:
         raise ValueError(f"no event '{name}'; the events are: {', '.join(EVENTS)}")
     return EVENTS[name]
 
 
-__all__ = ["Event", "EVENTS", "HIGHER_IS_BETTER", "Measured", "event"]
+__all__ = ["Contest", "EVENTS", "HIGHER_IS_BETTER", "Measured", "event"]

@@ -13,7 +13,7 @@ import numpy as np
 
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import ShapeError, Tensor
-from tinytorch.olympics.events import EVENTS, HIGHER_IS_BETTER, Event, Measured, event  # noqa: F401
+from tinytorch.olympics.events import EVENTS, HIGHER_IS_BETTER, Contest, Measured, event  # noqa: F401
 
 
 def heldout_bits_per_char(model, ids, chars: int, window: int) -> float:
@@ -38,7 +38,7 @@ def heldout_bits_per_char(model, ids, chars: int, window: int) -> float:
     return float(nats / math.log(2) / chars)
 
 
-def violation(event: Event, measured: Measured, baseline: Measured, budget: float = math.inf):
+def violation(event: Contest, measured: Measured, baseline: Measured, budget: float = math.inf):
     """None if `measured` keeps `event`'s rules against `baseline`, else the broken rule."""
     numbers = (measured.tokens_per_second, measured.bytes, measured.bits_per_char)
     if not all(math.isfinite(float(x)) for x in numbers):
@@ -73,7 +73,9 @@ def all_around(measured: Measured, baseline: Measured) -> float:
     return float(np.prod(ratios) ** (1 / len(ratios)))
 
 
-def score(event: Event, measured: Measured, baseline: Measured, budget: float = math.inf) -> float:
+def score(
+    event: Contest, measured: Measured, baseline: Measured, budget: float = math.inf
+) -> float:
     """0 for an entry that broke a rule, else its improvement over the baseline in `event`."""
     if violation(event, measured, baseline, budget) is not None:
         return 0.0

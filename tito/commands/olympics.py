@@ -75,7 +75,7 @@ def run(
     """
     from milestones import MilestoneError
     from milestones import olympics as contest
-    from tinytorch.core.training import write_atomic
+    from tinytorch.core.checkpoint import write_atomic
 
     if event not in EVENT_NAMES:
         raise TitoError(f"no event '{event}'", hint=f"choose one of: {', '.join(EVENT_NAMES)}")
