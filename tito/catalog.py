@@ -142,6 +142,7 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/models/huggingface.py": (13,),  # GPT-2 layout for transformers
     "tinytorch/bench/quartiles.py": (),  # median and quartiles of timings (modules 14, 19)
     "tinytorch/bench/processes.py": (19,),  # a process per candidate, module 19's harness
+    "tinytorch/memo/decoder.py": (13, 17),  # cached_decode: module 17's cache, encoder-decoder
     "tinytorch/olympics/events.py": (),  # the contest's events and measurements (module 20)
 }
 GIVEN: tuple[str, ...] = tuple(GIVEN_REQUIRES)

@@ -9,9 +9,9 @@ from tinytorch.core.attention import MultiHeadAttention, causal_mask, padding_ma
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.transformer import GPT, Seq2SeqTransformer
+from tinytorch.memo.decoder import cached_decode
 from tinytorch.memo.generation import (
     cached_attention,
-    cached_decode,
     cached_forward,
     cached_generate,
     new_caches,
