@@ -245,6 +245,9 @@ def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats:
 
     run = load_run(folder, data_dir, untrusted)
     model = apply(run.model, transforms)
+    # one short cached generation here first: a failure in the student's code then surfaces in
+    # this process, where tito can name the module and cell (the timed ones run in another)
+    model.generate(np.array([run.vocab.encode(PROMPT)]), 2, temperature=0, use_cache=True)
     return Measured(
         tokens_per_second=tokens_per_second(run, transforms, data_dir, repeats, untrusted),
         bytes=weight_bytes(model),

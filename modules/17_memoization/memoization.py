@@ -198,7 +198,14 @@ def cache_bytes(caches) -> int:
 # 2. Append the new k, v to the cache; attend the new queries over **all** cached keys:
 #    `softmax(q kᵀ / sqrt(D) + mask) v`, with `_softmax` below (a row blocked everywhere gives
 #    zeros, as in module 12).
-# 3. Merge the heads back, `(B, H, T, D) -> (B, T, E)`, and apply `out_proj`.
+# 3. Merge the heads back, `(B, H, T, D) -> (B, T, H * D)`, and apply `out_proj`.
+#
+# Merge to `H * D` columns (`reshape(batch, steps, -1)`), not to the model width `E`: they are
+# equal for a whole layer, but module 16's `PrunedAttention` keeps fewer heads, so its
+# projections write `H * D < E` features and its `out_proj` reads `H * D`. The olympics and
+# `tito milestone run compress` generate from such head-pruned GPTs with this cache, and a test
+# here builds a layer with fewer heads than `E / D` to check it. `attn.num_heads` is the number
+# of heads the layer has (after pruning), and `D` is `q.shape[-1]`.
 #
 # One new query may see every cached key, so it needs no mask. `T_new` new queries after `past`
 # cached ones need module 12's `causal_mask(T_new, past_len=past)`, shape `(T_new, past + T_new)`.
@@ -248,7 +255,7 @@ def cached_attention(attn, x, cache: KVCache, mask=None, memory=None) -> Tensor:
     """Module 12's attention output (B, T_new, E) for the new positions `x`, keys from `cache`."""
     x = x if isinstance(x, Tensor) else Tensor(x)
     heads = attn.num_heads
-    batch, steps, embed = x.shape
+    batch, steps = x.shape[:2]
     ### BEGIN SOLUTION
     q = _heads(attn.q_proj(x), heads)  # (B, H, T_new, D)
     if memory is None:  # self-attention: the new positions' keys and values join the cache
@@ -479,6 +486,7 @@ print(caches[0], cache_bytes(caches), kv_cache_bytes(2, 2, 4, 3, 8))
 # %% nbgrader={"grade": false, "grade_id": "test-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
 from tinytorch.checks import graded
 from tinytorch.core.attention import MultiHeadAttention
+from tinytorch.core.layers import Linear
 from tinytorch.core.transformer import GPT
 
 
@@ -529,7 +537,16 @@ def test_cached_attention_equals_full_attention(rng):
     stepped = np.concatenate(parts, axis=1)
     assert len(cache) == 7
     np.testing.assert_allclose(stepped, full, rtol=1e-4, atol=1e-5)
-    return {"out": stepped}
+    narrow = MultiHeadAttention(16, 4)  # two heads of width 4 kept: H * D = 8 < E = 16
+    narrow.num_heads = 2
+    narrow.q_proj, narrow.k_proj, narrow.v_proj = Linear(16, 8), Linear(16, 8), Linear(16, 8)
+    narrow.out_proj = Linear(8, 16)
+    cache = KVCache()
+    pruned = [cached_attention(narrow, x[:, :3], cache, causal_mask(3)).data]
+    pruned += [cached_attention(narrow, x[:, t : t + 1], cache).data for t in range(3, 7)]
+    pruned = np.concatenate(pruned, axis=1)
+    assert pruned.shape == (2, 7, 16)
+    return {"out": stepped, "pruned": pruned}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-generate", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}

@@ -39,7 +39,7 @@ def cached_attention(attn, x, cache: KVCache, mask=None, memory=None) -> Tensor:
     """Module 12's attention output (B, T_new, E) for the new positions `x`, keys from `cache`."""
     x = x if isinstance(x, Tensor) else Tensor(x)
     heads = attn.num_heads
-    batch, steps, embed = x.shape
+    batch, steps = x.shape[:2]
     q = _heads(attn.q_proj(x), heads)  # (B, H, T_new, D)
     if memory is None:  # self-attention: the new positions' keys and values join the cache
         k, v = cache.append(_heads(attn.k_proj(x), heads), _heads(attn.v_proj(x), heads))
