@@ -142,7 +142,9 @@ class CosineSchedule:
 # `train_step` is the loop body: zero the gradients, forward, loss, backward, optionally clip,
 # step; return the loss as a float. Check the loss before stepping: a `nan` or `inf` loss would
 # write `nan` into every weight, and the run could not recover. Raise a `FloatingPointError`
-# instead, so the weights stay as they were.
+# instead, so the weights stay as they were, with a message that begins
+# `f"the loss is {value}; the weights were not updated"` (the tests look for those words) and
+# goes on with the fix, e.g. ". Lower the learning rate or clip gradients (max_norm=1.0)".
 #
 # `Trainer` bundles a model, loss, optimizer and optional schedule and clipping, and counts steps.
 
