@@ -248,10 +248,11 @@ def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats:
     # one short cached generation here first: a failure in the student's code then surfaces in
     # this process, where tito can name the module and cell (the timed ones run in another)
     model.generate(np.array([run.vocab.encode(PROMPT)]), 2, temperature=0, use_cache=True)
+    bits = heldout_bits(run, model, heldout_text(run.corpus.text))  # in this process too
     return Measured(
         tokens_per_second=tokens_per_second(run, transforms, data_dir, repeats, untrusted),
         bytes=weight_bytes(model),
-        bits_per_char=heldout_bits(run, model, heldout_text(run.corpus.text)),
+        bits_per_char=bits,
     )
 
 
