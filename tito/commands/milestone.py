@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 import milestones
-from tito import catalog, lifecycle, paths, progress
+from tito import catalog, paths, progress
 from tito.console import console, ok
 from tito.errors import TitoError
 
@@ -112,6 +112,8 @@ def run(
     except milestones.MilestoneError as err:
         raise TitoError(err.message, hint=err.hint, exit_code=err.exit_code) from None
     except Exception as err:  # a failure in the student's own code names the module and cell
+        from tito import lifecycle  # notebooks and nbformat: only when something failed
+
         found = lifecycle.student_code_at(err.__traceback__)
         if found is None:
             raise
