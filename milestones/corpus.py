@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from milestones.errors import MilestoneError
-from tinytorch.core.training import write_atomic
+from tinytorch.core.checkpoint import write_atomic
 
 STDLIB_SOURCES = (
     "argparse", "collections/__init__", "difflib", "functools", "inspect", "json/__init__",

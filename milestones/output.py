@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from milestones.folder import LONGEST_NAME, prepare_out
-from tinytorch.core.training import write_atomic
+from tinytorch.core.checkpoint import write_atomic
 
 __all__ = ["EARLIER", "LONGEST_NAME", "keep_earlier", "prepare_out", "write_json"]
 

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from tinytorch.core.training import write_atomic  # noqa: E402
+from tinytorch.core.checkpoint import write_atomic  # noqa: E402
 
 
 def _save(fig, path: Path) -> Path:

@@ -26,6 +26,12 @@ def whose(module: int, completed: frozenset[int]) -> str:
     return f"{'your' if module in completed else 'reference'} module {module:02d}"
 
 
+def code_line(parts: dict[str, int], completed: frozenset[int]) -> str:
+    """One line naming whose code each part of a run is, e.g. "code: the GPT your module 13;
+    quantization reference module 15; caching your module 17"."""
+    return "code: " + "; ".join(f"{part} {whose(n, completed)}" for part, n in parts.items())
+
+
 def header(completed: frozenset[int], chosen: tuple[str, ...]) -> str:
     """One line naming, per part, whose lesson ran and whose fast version (if any) replaced it.
 

@@ -21,7 +21,7 @@ import numpy as np
 from milestones import tokens
 from milestones.corpus import DEFAULT_SOURCE, Corpus, default_corpus, read_corpus
 from milestones.errors import MilestoneError
-from tinytorch.core.training import load_checkpoint
+from tinytorch.core.training import load_checkpoint, read_checkpoint
 from tinytorch.core.transformer import GPT, GPTConfig
 
 CHECKPOINT = "checkpoint.npz"
@@ -37,9 +37,8 @@ def read_meta(path) -> dict:
     """The run metadata stored in a checkpoint, or a MilestoneError if it is not a readable one."""
     path = checkpoint_path(path)
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            key = next(k for k in archive.files if k.endswith(META_KEY))
-            return json.loads(archive[key].tobytes().decode())
+        _, _, _, extra, _ = read_checkpoint(path)
+        return json.loads(np.asarray(extra[META_KEY]).tobytes().decode())
     except Exception as err:  # noqa: BLE001 - any failure here means a damaged file
         raise MilestoneError(
             f"checkpoint {path} is damaged or not a milestone checkpoint ({type(err).__name__})",

@@ -59,7 +59,7 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding, PositionalEncoding
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import ShapeError, Tensor
-from tinytorch.models.decoding import _cached_generation, _check_generate_args, steer_logits
+from tinytorch.models.decoding import _cached_generation, _check_generate_args, sampling_loop
 from tinytorch.text.embeddings import token_ids_array
 
 # isort: split
@@ -307,8 +307,10 @@ def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng) 
 #
 # A small model's likeliest continuation is often a phrase it has just written, so greedy text
 # falls into a loop ("the the the"). Two changes to the logits before the draw keep it moving; the
-# given `steer_logits` (in `tinytorch/models/decoding.py`) applies both, and `generate` calls it
-# just before `sample_next`:
+# given `steer_logits` (in `tinytorch/models/decoding.py`) applies both, just before your
+# `sample_next`, in the given `sampling_loop` there: the one generation loop of the package, which
+# `GPT.generate` hands how to get the next position's logits (the whole cropped context, again,
+# each step; module 17 hands it a cached step instead):
 #
 # - **repetition penalty** (the CTRL paper): a token already in the context has a positive logit
 #   divided by the penalty, a negative one multiplied by it (1 is off, 1.1 to 1.3 usual);
@@ -461,23 +463,16 @@ class GPT(Module):
             )
         _check_generate_args(max_new_tokens, temperature, top_k, self.vocab_size, stop_token)
         tokens = token_ids_2d(prompt_tokens, self.vocab_size)  # (B, T)
-        rng = np.random.default_rng(seed)
-        stopped = np.zeros(len(tokens), dtype=bool)
-        for _ in range(max_new_tokens):
+
+        def next_logits(tokens):  # the whole context again, every step
             context = tokens[:, -self.max_seq_len :]  # learned positions stop at max_seq_len
-            logits = self.forward(context).data[:, -1]  # the last position's logits, (B, V)
-            logits = steer_logits(logits, context, temperature, top_p, repetition_penalty)
-            # temperature, optional top-k, one draw per batch row
-            next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
-            # rows that already produced the stop token keep repeating it
-            if stop_token is not None:
-                next_ids = np.where(stopped, stop_token, next_ids)
-                stopped |= next_ids == stop_token
-            # append, and end early once every row has stopped
-            tokens = np.concatenate([tokens, next_ids[:, None]], axis=1)
-            if stopped.all():
-                break
-        return tokens
+            return self.forward(context).data[:, -1]  # the last position's logits, (B, V)
+
+        return sampling_loop(tokens, next_logits, sample_next, max_new_tokens,
+                             temperature=temperature, top_k=top_k, seed=seed,
+                             stop_token=stop_token, top_p=top_p,
+                             repetition_penalty=repetition_penalty,
+                             context=self.max_seq_len)  # fmt: skip
 
 
 # %% [markdown]

@@ -190,8 +190,8 @@ def sparse_bytes(model: Module) -> int:
 # the same rows of `out_proj`. `PrunedAttention(attention, heads)` keeps the heads listed:
 # projections to `len(heads) * D` features and an `out_proj` from them. Its importance measure,
 # `head_importance`, is the norm of what a head can write: its `v_proj` columns times its
-# `out_proj` rows. (Module 17's cached generation assumes the attention's width is the model's;
-# generate from a head-pruned GPT with `use_cache=False`.)
+# `out_proj` rows. (Module 17's cached attention merges its heads to `H * D` columns, so a
+# head-pruned GPT generates with the KV cache as well as without it.)
 
 
 # %% nbgrader={"grade": false, "grade_id": "structured", "locked": false, "schema_version": 3, "solution": true, "task": false}

@@ -36,7 +36,8 @@
 #    earlier keys and values from the cache.
 # 3. **`cached_forward` and `cached_generate`**: module 13's GPT run one new position at a time,
 #    without touching its class. `GPT.generate` calls them when this module is in the package;
-#    `cached_decode` does the same for the encoder-decoder of `tito milestone run translate`.
+#    the given `cached_decode` does the same for the encoder-decoder of `tito milestone run
+#    translate`, from your `KVCache` and `cached_attention`.
 #
 # The cache changes how much work is done, never the answer: cached generation must write the
 # same tokens as recomputing everything, greedy or sampled. Every test below checks that.
@@ -197,7 +198,14 @@ def cache_bytes(caches) -> int:
 # 2. Append the new k, v to the cache; attend the new queries over **all** cached keys:
 #    `softmax(q kᵀ / sqrt(D) + mask) v`, with `_softmax` below (a row blocked everywhere gives
 #    zeros, as in module 12).
-# 3. Merge the heads back, `(B, H, T, D) -> (B, T, E)`, and apply `out_proj`.
+# 3. Merge the heads back, `(B, H, T, D) -> (B, T, H * D)`, and apply `out_proj`.
+#
+# Merge to `H * D` columns (`reshape(batch, steps, -1)`), not to the model width `E`: they are
+# equal for a whole layer, but module 16's `PrunedAttention` keeps fewer heads, so its
+# projections write `H * D < E` features and its `out_proj` reads `H * D`. The olympics and
+# `tito milestone run compress` generate from such head-pruned GPTs with this cache, and a test
+# here builds a layer with fewer heads than `E / D` to check it. `attn.num_heads` is the number
+# of heads the layer has (after pruning), and `D` is `q.shape[-1]`.
 #
 # One new query may see every cached key, so it needs no mask. `T_new` new queries after `past`
 # cached ones need module 12's `causal_mask(T_new, past_len=past)`, shape `(T_new, past + T_new)`.
@@ -217,7 +225,7 @@ import numpy as np
 from tinytorch.core.attention import causal_mask
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import ShapeError, Tensor
-from tinytorch.models.decoding import _check_generate_args, steer_logits
+from tinytorch.models.decoding import _check_generate_args, sampling_loop
 from tinytorch.models.transformer import sample_next, token_ids_2d
 
 
@@ -247,7 +255,7 @@ def cached_attention(attn, x, cache: KVCache, mask=None, memory=None) -> Tensor:
     """Module 12's attention output (B, T_new, E) for the new positions `x`, keys from `cache`."""
     x = x if isinstance(x, Tensor) else Tensor(x)
     heads = attn.num_heads
-    batch, steps, embed = x.shape
+    batch, steps = x.shape[:2]
     ### BEGIN SOLUTION
     q = _heads(attn.q_proj(x), heads)  # (B, H, T_new, D)
     if memory is None:  # self-attention: the new positions' keys and values join the cache
@@ -329,9 +337,11 @@ def cached_forward(model, tokens, caches: list[KVCache]) -> Tensor:
 # %% [markdown]
 # ## 5. Generating with the cache
 #
-# `cached_generate` is module 13's `generate` loop: the same arguments, the same `steer_logits`
-# and `sample_next`, the same random generator, so with the same seed it draws the same tokens.
-# Only the logits of the next position come from `_next_logits`:
+# `cached_generate` (given) runs module 13's `generate` loop, the given `sampling_loop`: the same
+# arguments, the same `steer_logits` and `sample_next`, the same random generator, so with the
+# same seed it draws the same tokens. Only the logits of the next position differ: the loop asks
+# your `_next_logits(model, tokens, caches)` for them, with `tokens` every id so far `(B, T)`, and
+# it returns the next position's logits `(B, V)` as a numpy array:
 #
 # - the first step reads the whole prompt into fresh caches (one `cached_forward` of T tokens);
 # - every later step feeds the newest token only;
@@ -364,77 +374,23 @@ def cached_generate(model, prompt_tokens, max_new_tokens=50, temperature=1.0, to
     """Module 13's GPT.generate with a KV cache: the same tokens, one new position per step."""
     _check_generate_args(max_new_tokens, temperature, top_k, model.vocab_size, stop_token)
     tokens = token_ids_2d(prompt_tokens, model.vocab_size)  # (B, T)
-    rng = np.random.default_rng(seed)
     caches = new_caches(model)
-    stopped = np.zeros(len(tokens), dtype=bool)
-    for _ in range(max_new_tokens):
-        logits = _next_logits(model, tokens, caches)  # (B, V)
-        context = tokens[:, -model.max_seq_len :]
-        logits = steer_logits(logits, context, temperature, top_p, repetition_penalty)
-        next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
-        if stop_token is not None:  # finished rows keep repeating the stop token
-            next_ids = np.where(stopped, stop_token, next_ids)
-            stopped |= next_ids == stop_token
-        tokens = np.concatenate([tokens, next_ids[:, None]], axis=1)
-        if stopped.all():
-            break
-    return tokens
+    return sampling_loop(tokens, lambda tokens: _next_logits(model, tokens, caches), sample_next,
+                         max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
+                         stop_token=stop_token, top_p=top_p,
+                         repetition_penalty=repetition_penalty,
+                         context=model.max_seq_len)  # fmt: skip
 
 
 # %% [markdown]
-# ## 6. The encoder-decoder
+# ## 6. The encoder-decoder (given)
 #
 # The translation model of module 13 (`Seq2SeqTransformer`) writes its target one token at a time
 # too. Its encoder runs once; each decoder block then needs **two** caches: one for its causal
 # self-attention (grows by one position per step, as in GPT) and one for its cross-attention
-# (the encoder output's keys and values, projected on the first step). Given, from the pieces
-# you wrote.
-
-
-# %% nbgrader={"grade": false, "grade_id": "decode", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export memo.generation
-def cached_decoder_block(block, x, memory, caches, mask=None, memory_mask=None) -> Tensor:
-    """A module-13 DecoderBlock on the new target positions; `caches` is (self, cross)."""
-    self_cache, cross_cache = caches
-    self_att, cross_att = block.self_attention, block.cross_attention
-    if block.norm_first:
-        x = x + cached_attention(self_att, block.ln1(x), self_cache, mask)
-        x = x + cached_attention(cross_att, block.ln_cross(x), cross_cache, memory_mask, memory)
-        return x + block.mlp(block.ln2(x))
-    x = block.ln1(x + cached_attention(self_att, x, self_cache, mask))
-    x = block.ln_cross(x + cached_attention(cross_att, x, cross_cache, memory_mask, memory))
-    return block.ln2(x + block.mlp(x))
-
-
-@no_grad()
-def cached_decode(model, source, start_token: int, max_new_tokens: int, source_mask=None, *,
-                  temperature=0.0, top_k=None, seed=None, stop_token=None) -> np.ndarray:  # fmt: skip
-    """Seq2SeqTransformer.generate with KV caches: (B, 1 + new) ids, the same as recomputing."""
-    _check_generate_args(max_new_tokens, temperature, top_k, model.vocab_size, stop_token)
-    if 1 + max_new_tokens > model.max_seq_len:
-        raise ShapeError(
-            f"target of {1 + max_new_tokens} positions exceeds max_seq_len={model.max_seq_len}; "
-            "build the model with a larger max_seq_len or ask for fewer new tokens"
-        )
-    memory = model.encode(source, source_mask)  # (B, S, C), computed once
-    out = np.full((memory.shape[0], 1), start_token)
-    token_ids_2d(out, model.vocab_size)  # start_token must be a token id
-    rng = np.random.default_rng(seed)
-    caches = [(KVCache(model.max_seq_len), KVCache()) for _ in model.blocks]
-    stopped = np.zeros(len(out), dtype=bool)
-    for step in range(max_new_tokens):
-        x = model.token_embedding(out[:, -1:]) + model.position_embedding(np.array([[step]]))
-        for block, pair in zip(model.blocks, caches):
-            x = cached_decoder_block(block, x, memory, pair, None, source_mask)
-        logits = model.lm_head(model.ln_f(x)).data[:, -1]  # (B, V)
-        next_ids = sample_next(logits, temperature, top_k, rng)
-        if stop_token is not None:
-            next_ids = np.where(stopped, stop_token, next_ids)
-            stopped |= next_ids == stop_token
-        out = np.concatenate([out, next_ids[:, None]], axis=1)
-        if stopped.all():
-            break
-    return out
+# (the encoder output's keys and values, projected on the first step, `memory=` of your
+# `cached_attention`). The given file `tinytorch/memo/decoder.py` builds `cached_decode` from your
+# `KVCache` and `cached_attention` and the same `sampling_loop`; read it once your GPT caches.
 
 
 # %% [markdown]
@@ -530,6 +486,7 @@ print(caches[0], cache_bytes(caches), kv_cache_bytes(2, 2, 4, 3, 8))
 # %% nbgrader={"grade": false, "grade_id": "test-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
 from tinytorch.checks import graded
 from tinytorch.core.attention import MultiHeadAttention
+from tinytorch.core.layers import Linear
 from tinytorch.core.transformer import GPT
 
 
@@ -580,7 +537,16 @@ def test_cached_attention_equals_full_attention(rng):
     stepped = np.concatenate(parts, axis=1)
     assert len(cache) == 7
     np.testing.assert_allclose(stepped, full, rtol=1e-4, atol=1e-5)
-    return {"out": stepped}
+    narrow = MultiHeadAttention(16, 4)  # two heads of width 4 kept: H * D = 8 < E = 16
+    narrow.num_heads = 2
+    narrow.q_proj, narrow.k_proj, narrow.v_proj = Linear(16, 8), Linear(16, 8), Linear(16, 8)
+    narrow.out_proj = Linear(8, 16)
+    cache = KVCache()
+    pruned = [cached_attention(narrow, x[:, :3], cache, causal_mask(3)).data]
+    pruned += [cached_attention(narrow, x[:, t : t + 1], cache).data for t in range(3, 7)]
+    pruned = np.concatenate(pruned, axis=1)
+    assert pruned.shape == (2, 7, 16)
+    return {"out": stepped, "pruned": pruned}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-generate", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}

@@ -44,14 +44,12 @@
 #| export
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
+
+from tinytorch.bench.quartiles import quartiles
 
 
 def _whole(name: str, value, least: int) -> int:
@@ -89,11 +87,15 @@ def time_calls(fn, warmup: int = 3, repeats: int = 20, clock=time.perf_counter) 
 # %% [markdown]
 # ## 2. Summarising: median, spread and a bootstrap interval
 #
-# `summarize(samples, seed)` returns a `Summary`: the median, the quartiles `q1` and `q3`, and a
+# `summarize(samples, seed)` returns a `Summary`: the median, the quartiles `q1` and `q3` (the
+# given `quartiles(samples)` in `tinytorch/bench/quartiles.py` returns `(q1, median, q3)`, numpy's
+# percentiles 25, 50 and 75; module 14's `latency` reports the same three numbers), and a
 # 95% bootstrap confidence interval of the median: draw `resamples` resamples of the same size
 # with replacement (`rng.integers(0, n, size=(resamples, n))` picks them all at once), take the
-# median of each, and keep the 2.5th and 97.5th percentiles of those medians. The generator is
-# `np.random.default_rng(seed)`, so a summary is reproducible.
+# median of each, and keep the 2.5th and 97.5th percentiles of those medians (for a `confidence`
+# c, the percentiles `(1 - c) / 2 * 100` and `100` minus that, with `np.percentile`). The generator
+# is `np.random.default_rng(seed)`, so a summary is reproducible: `bootstrap_medians` makes it and
+# draws the picks, and `summarize` calls `bootstrap_medians(samples, resamples, seed)`.
 
 
 # %% nbgrader={"grade": false, "grade_id": "summary-type", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -142,7 +144,7 @@ def summarize(samples, confidence: float = 0.95, resamples: int = 2000, seed: in
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
     ### BEGIN SOLUTION
-    q1, median, q3 = np.percentile(a, [25, 50, 75])
+    q1, median, q3 = quartiles(a)
     medians = bootstrap_medians(a, resamples, seed)
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(medians, [tail, 100 - tail])
@@ -154,8 +156,10 @@ def summarize(samples, confidence: float = 0.95, resamples: int = 2000, seed: in
 # ## 3. Comparing two candidates
 #
 # `compare(base, other)` answers "how much slower (or faster) is `other` than `base`?" as the
-# ratio of medians `median(other) / median(base)` with a bootstrap interval: resample both, take
-# the ratio of the resampled medians, keep the middle `confidence` share. The verdict is
+# ratio of medians `median(other) / median(base)` (`np.median` of the samples themselves) with a
+# bootstrap interval: the medians `bootstrap_medians(other, resamples, seed)` divided by
+# `bootstrap_medians(base, resamples, seed + 1)` (two seeds, so the two resamplings are
+# independent), and of those ratios the middle `confidence` share, cut as in `summarize`. The verdict is
 # `"slower"` when the whole interval is above `1 + margin`, `"faster"` when it is below
 # `1 - margin`, and `"no difference"` otherwise. The margin (2% by default) is the smallest
 # difference worth reporting: a real 0.5% change is not a result on a shared machine.
@@ -219,108 +223,15 @@ def schedule(names: list, rounds: int) -> list:
 # %% [markdown]
 # ## 5. A process per candidate, and the conditions (given)
 #
-# A candidate is named by `"package.module:function"` plus keyword arguments: the function builds
-# what to time and returns a zero-argument callable (so building a model is not timed).
-# `run_isolated` starts a fresh Python for it (`python -c`, with this package on the path), which
-# times the callable with your `time_calls` and prints one JSON line: its times, its process id and
-# the conditions it ran under. `benchmark` puts it together: for each name in `schedule`, one
-# process; per candidate, the times of all its processes summarised; every candidate compared with
-# the first.
-
-
-# %% nbgrader={"grade": false, "grade_id": "processes", "locked": true, "schema_version": 3, "solution": false, "task": false}
-#| export
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_CORETYPE",
-)
-
-
-def environment() -> dict:
-    """What a result depends on: load, cores, threads, and numpy's BLAS (threadpoolctl)."""
-    import platform
-
-    record = {
-        "load": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "thread_env": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
-    }
-    try:
-        import threadpoolctl
-
-        blas = [i for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"]
-        record["blas"] = [
-            {k: i.get(k) for k in ("internal_api", "version", "num_threads", "architecture")}
-            for i in blas
-        ]
-    except ImportError:
-        record["blas"] = None
-    return record
-
-
-CHILD = (
-    "import json, sys, importlib, os\n"
-    "from tinytorch.bench.harness import time_calls, environment\n"
-    "job = json.loads(sys.stdin.read())\n"
-    "module, _, name = job['target'].partition(':')\n"
-    "fn = getattr(importlib.import_module(module), name)(**job['kwargs'])\n"
-    "seconds = time_calls(fn, job['warmup'], job['repeats'])\n"
-    "print(json.dumps({'seconds': seconds.tolist(), 'pid': os.getpid(),\n"
-    "                  'environment': environment()}))\n"
-)
-
-
-def run_isolated(target: str, kwargs: dict | None = None, warmup: int = 3, repeats: int = 10,
-                 timeout: float = 600.0) -> dict:  # fmt: skip
-    """Time `target` (package.module:function returning a callable) in a fresh Python."""
-    if ":" not in target:
-        raise ValueError(f"a target is 'package.module:function', got {target!r}")
-    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    path = os.pathsep.join(filter(None, [package_root, os.getcwd(), os.environ.get("PYTHONPATH")]))
-    job = {"target": target, "kwargs": kwargs or {}, "warmup": warmup, "repeats": repeats}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD],
-        input=json.dumps(job),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PYTHONPATH": path},
-    )
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise RuntimeError(f"the candidate {target} failed in its process: {last}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def benchmark(candidates: dict[str, tuple[str, dict]], rounds: int = 3, warmup: int = 3,
-              repeats: int = 10) -> dict:  # fmt: skip
-    """Run every candidate `rounds` times, a process each, in alternating order; summarise each
-    and compare every one with the first. Returns a record a report can read (JSON-ready)."""
-    if not candidates:
-        raise ValueError("give at least one candidate: {name: (target, kwargs)}")
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    runs = []
-    for name in schedule(list(candidates), rounds):
-        target, kwargs = candidates[name]
-        result = run_isolated(target, kwargs, warmup, repeats)
-        times[name] += result["seconds"]
-        runs.append({"name": name, "pid": result["pid"], "environment": result["environment"]})
-    base = next(iter(candidates))
-    return {
-        "environment": environment(),
-        "runs": runs,
-        "candidates": {
-            name: {
-                "summary": summarize(t).as_record(),
-                "against_" + base: None if name == base else vars(compare(times[base], t)),
-            }
-            for name, t in times.items()
-        },
-    }
+# The given file `tinytorch/bench/processes.py` puts your four functions to work; read it once
+# they pass. A candidate is named by `"package.module:function"` plus keyword arguments: the
+# function builds what to time and returns a zero-argument callable (so building a model is not
+# timed). `run_isolated` starts a fresh Python for it, which times the callable with your
+# `time_calls` and prints one JSON line: its times, its process id and `environment()`, the
+# conditions it ran under (load, cores, thread variables, numpy's BLAS and its threads).
+# `benchmark` runs every candidate once per name in your `schedule`, a process each, then
+# `summarize`s each candidate's times and `compare`s every candidate with the first. `tito olympics` measures
+# tokens per second through it.
 
 
 # %% [markdown]

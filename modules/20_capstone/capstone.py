@@ -46,62 +46,29 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import ShapeError, Tensor
+from tinytorch.olympics.events import EVENTS, HIGHER_IS_BETTER, Contest, Measured, event  # noqa: F401
 
-
-@dataclass(frozen=True)
-class Event:
-    """One event's rules: what ranks (a field of `Measured`), which way, and what must hold."""
-
-    name: str
-    metric: str  # "tokens_per_second", "bytes", "bits_per_char" or "score"
-    higher_is_better: bool
-    quality_slack: float | None  # bits/char may exceed the baseline's by this fraction
-    trained_within_budget: bool  # the tool trained the model within a CPU-second budget
-    summary: str
-
-
-EVENTS: dict[str, Event] = {
-    e.name: e
-    for e in (
-        Event("speed", "tokens_per_second", True, 0.02, False,
-              "fastest cached generation, bits/char within 2% of the baseline"),
-        Event("size", "bytes", False, 0.05, False,
-              "smallest weights in bytes, bits/char within 5% of the baseline"),
-        Event("quality", "bits_per_char", False, None, True,
-              "best held-out bits/char after a fixed budget of CPU-seconds of training"),
-        Event("all-around", "score", True, 0.05, False,
-              "geometric mean of the speed, size and quality improvements"),
-    )
-}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Measured:
-    """What the tool measured for one entry (never what the entry says about itself)."""
-
-    tokens_per_second: float
-    bytes: int
-    bits_per_char: float
-    train_cpu_seconds: float = 0.0  # the quality event's training, measured by the tool
-
-    def metric(self, name: str) -> float:
-        """The measurement an event ranks by name: tokens_per_second, bytes or bits_per_char."""
-        values = {"tokens_per_second": self.tokens_per_second, "bytes": self.bytes,
-                  "bits_per_char": self.bits_per_char}  # fmt: skip
-        return float(values[name])
-
-
-def event(name: str) -> Event:
-    """The event called `name`, or a ValueError that lists the events."""
-    if name not in EVENTS:
-        raise ValueError(f"no event '{name}'; the events are: {', '.join(EVENTS)}")
-    return EVENTS[name]
+# %% [markdown]
+# ## The contest's rules, as data (given)
+#
+# The given file `tinytorch/olympics/events.py` holds the rules you judge by; read it once.
+# `EVENTS` maps each event's name to a `Contest` with these fields:
+#
+# - `metric`: what ranks, `"tokens_per_second"`, `"bytes"`, `"bits_per_char"`, or `"score"`
+#   (the all-around geometric mean);
+# - `quality_slack`: how far bits/char may rise above the baseline's, as a fraction (0.02 for 2%),
+#   or `None` for an event without that bound (`quality`);
+# - `trained_within_budget`: True for `quality` only, whose model the tool trains itself.
+#
+# A `Measured` is what the tool measured of one entry: `tokens_per_second`, `bytes`,
+# `bits_per_char` and `train_cpu_seconds`; `measured.metric(name)` reads one of the first three by
+# name. `HIGHER_IS_BETTER` says which way is better for each of those three, and `event(name)`
+# looks an event up with a clear error.
 
 
 # %% [markdown]
@@ -165,13 +132,21 @@ def heldout_bits_per_char(model, ids, chars: int, window: int) -> float:
 #    `baseline.bits_per_char * (1 + quality_slack)`.
 # 3. If the event is `trained_within_budget`, the entry's `train_cpu_seconds` is at most `budget`.
 #
-# Write the sentences with the numbers in them, e.g.
-# `"bits/char 2.104 is above the bound 2.091 (baseline 2.050 + 2%)"`.
+# Write the sentences with the numbers in them, exactly in these words (the tests compare them):
+#
+# - rule 2: `f"bits/char {bits:.3f} is above the bound {bound:.3f} (baseline {base:.3f} + {slack:.0%})"`,
+#   for example `"bits/char 2.104 is above the bound 2.091 (baseline 2.050 + 2%)"`;
+# - rule 3: `f"training took {seconds:.1f} CPU-s, over the budget of {budget:g}"`, for example
+#   `"training took 61.0 CPU-s, over the budget of 60"`;
+# - rule 1: any sentence (the tests only check that there is one).
+#
+# A bound is kept at equality: bits/char exactly at the bound, or training exactly at the budget,
+# breaks no rule.
 
 
 # %% nbgrader={"grade": false, "grade_id": "violation", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
-def violation(event: Event, measured: Measured, baseline: Measured, budget: float = math.inf):
+def violation(event: Contest, measured: Measured, baseline: Measured, budget: float = math.inf):
     """None if `measured` keeps `event`'s rules against `baseline`, else the broken rule."""
     ### BEGIN SOLUTION
     numbers = (measured.tokens_per_second, measured.bytes, measured.bits_per_char)
@@ -209,11 +184,9 @@ def violation(event: Event, measured: Measured, baseline: Measured, budget: floa
 # `score(event, measured, baseline, budget)` is 0 for an entry that broke a rule, else its
 # improvement in that event (the all-around score for `all-around`).
 
+
 # %% nbgrader={"grade": false, "grade_id": "score", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
-HIGHER_IS_BETTER = {"tokens_per_second": True, "bytes": False, "bits_per_char": False}
-
-
 def improvement(metric: str, measured: Measured, baseline: Measured) -> float:
     """How many times better `measured` is than `baseline` in `metric` (> 1 is better)."""
     if metric not in HIGHER_IS_BETTER:
@@ -232,7 +205,9 @@ def all_around(measured: Measured, baseline: Measured) -> float:
     ### END SOLUTION
 
 
-def score(event: Event, measured: Measured, baseline: Measured, budget: float = math.inf) -> float:
+def score(
+    event: Contest, measured: Measured, baseline: Measured, budget: float = math.inf
+) -> float:
     """0 for an entry that broke a rule, else its improvement over the baseline in `event`."""
     ### BEGIN SOLUTION
     if violation(event, measured, baseline, budget) is not None:

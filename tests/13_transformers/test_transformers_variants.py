@@ -198,3 +198,19 @@ def test_an_interrupted_save_model_leaves_the_old_file_whole(tmp_path, monkeypat
     with pytest.raises(KeyboardInterrupt):
         save_model(small_gpt(seed=2), path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["gpt.npz"]
+
+
+def test_save_model_writes_module_07s_checkpoint_format(tmp_path):
+    from tinytorch.core.training import load_checkpoint, read_checkpoint, save_checkpoint
+
+    gpt = small_gpt(seed=4)
+    save_model(gpt, tmp_path / "gpt.npz")
+    weights, _, _, extra, _ = read_checkpoint(tmp_path / "gpt.npz")
+    assert extra["gpt_config"]["embed_dim"] == gpt.config.embed_dim
+    other = small_gpt(seed=9)
+    load_checkpoint(tmp_path / "gpt.npz", other)  # the one format: module 07 loads it
+    for (name, a), (_, b) in zip(gpt.named_parameters(), other.named_parameters()):
+        np.testing.assert_array_equal(a.data, b.data, err_msg=name)
+    save_checkpoint(tmp_path / "plain.npz", gpt)  # no configuration: load_model says so
+    with pytest.raises(ValueError, match="without a model configuration"):
+        load_model(tmp_path / "plain.npz")

@@ -6,11 +6,12 @@ import pytest
 
 from tinytorch.core.attention import MultiHeadAttention, causal_mask, padding_mask
 from tinytorch.core.autograd import no_grad
+from tinytorch.core.layers import Linear
 from tinytorch.core.tensor import Tensor
 from tinytorch.core.transformer import GPT, Seq2SeqTransformer
+from tinytorch.memo.decoder import cached_decode
 from tinytorch.memo.generation import (
     cached_attention,
-    cached_decode,
     cached_forward,
     cached_generate,
     new_caches,
@@ -167,3 +168,30 @@ def test_cached_decoding_writes_the_uncached_tokens(norm_first):
     np.testing.assert_array_equal(greedy, prefix)
     with pytest.raises(ValueError, match="exceeds max_seq_len=9"):
         cached_decode(model, SOURCE, 1, 9, mask)
+
+
+def test_a_layer_with_fewer_heads_than_the_width_caches_as_it_computes(rng):
+    # module 16's PrunedAttention keeps H heads of width D with H * D < E: the merged heads are
+    # H * D wide, not E (the lesson says so); the olympics generate from such a GPT with the cache
+    np.random.seed(3)
+    attn = MultiHeadAttention(12, 4)  # D = 3; keep two heads: H * D = 6
+    attn.num_heads = 2
+    attn.q_proj, attn.k_proj, attn.v_proj = Linear(12, 6), Linear(12, 6), Linear(12, 6)
+    attn.out_proj = Linear(6, 12)
+    x = rng.normal(size=(2, 5, 12)).astype(np.float32)
+
+    def split(t):  # (B, T, 6) -> (B, 2, T, 3)
+        return t.data.reshape(2, -1, 2, 3).transpose(0, 2, 1, 3)
+
+    with no_grad():
+        q, k, v = (split(p(Tensor(x))) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(3) + causal_mask(5)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    merged = (weights @ v).transpose(0, 2, 1, 3).reshape(2, 5, 6)
+    with no_grad():
+        expected = attn.out_proj(Tensor(merged)).data
+    cache = KVCache()
+    parts = [cached_attention(attn, x[:, :2], cache, causal_mask(2)).data]
+    parts += [cached_attention(attn, x[:, t : t + 1], cache).data for t in range(2, 5)]
+    np.testing.assert_allclose(np.concatenate(parts, axis=1), expected, rtol=1e-4, atol=1e-5)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tinytorch.bench.harness import benchmark, environment, run_isolated
+from tinytorch.bench.processes import benchmark, environment, run_isolated
 
 
 def sleeper(seconds=0.0):

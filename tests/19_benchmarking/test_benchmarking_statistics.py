@@ -110,3 +110,15 @@ def test_a_summary_is_a_record():
     record = summarize([1.0, 2.0, 3.0]).as_record()
     assert set(record) == {"median", "q1", "q3", "low", "high", "n"}
     assert isinstance(summarize([1.0]), Summary)
+
+
+def test_the_summary_reports_the_one_quartiles_of_the_timings():
+    from tinytorch.bench.quartiles import quartiles
+
+    samples = np.random.default_rng(7).lognormal(0, 0.4, size=37)
+    q1, median, q3 = quartiles(samples)
+    assert (q1, median, q3) == tuple(np.percentile(samples, [25, 50, 75]))
+    s = summarize(samples)
+    assert (s.q1, s.median, s.q3) == (q1, median, q3)
+    with pytest.raises(ValueError, match="no samples"):
+        quartiles([])

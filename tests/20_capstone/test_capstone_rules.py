@@ -10,11 +10,9 @@ import pytest
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.core.transformer import GPT
 from tinytorch.models.weights import load_torch_state_dict
+from tinytorch.olympics.events import EVENTS, Measured, event
 from tinytorch.olympics.rules import (
-    EVENTS,
-    Measured,
     all_around,
-    event,
     heldout_bits_per_char,
     improvement,
     score,

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from milestones import corpus, olympics
 from milestones.errors import MilestoneError
 from milestones.runs import load_run
-from tinytorch.olympics.rules import EVENTS, Measured, score, violation
+from tinytorch.olympics.events import EVENTS, Measured
+from tinytorch.olympics.rules import score, violation
 from tito.cli.main import app
 
 runner = CliRunner()

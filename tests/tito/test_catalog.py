@@ -1,5 +1,6 @@
 """The module table is the single source of truth; everything it names exists."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -99,3 +100,18 @@ def test_given_product_code_is_not_also_in_a_lesson():
         source = (PACKAGE_ROOT / module.source).read_text(encoding="utf-8")
         defined = set(re.findall(r"^(?:def|class) (\w+)", source, re.M))
         assert not defined & given, f"{module.name} also defines {sorted(defined & given)}"
+
+
+def test_generation_has_one_sampling_loop():
+    # issue 34: the token-sampling loop existed four times; every generate now hands the given
+    # sampling_loop how to get the next logits, so only it draws tokens (tests may call the draw)
+    callers = []
+    for path in [
+        *(PACKAGE_ROOT / "tinytorch").rglob("*.py"),
+        *(PACKAGE_ROOT / "milestones").glob("*.py"),
+    ]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "sample_next":
+                callers.append(path.relative_to(PACKAGE_ROOT).as_posix())
+    assert callers == ["tinytorch/models/decoding.py"]

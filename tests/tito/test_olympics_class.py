@@ -145,7 +145,7 @@ def test_a_malformed_run_is_refused_and_the_class_goes_on(tmp_path, monkeypatch)
         return {"score": 1.0, "measured": {}, "violation": None, "checkpoint_sha256": "x",
                 "when": "now", "baseline": {}}  # fmt: skip
 
-    from tinytorch.olympics.rules import Measured
+    from tinytorch.olympics.events import Measured
 
     monkeypatch.setattr(olympics, "measure", lambda *a, **k: Measured(1.0, 1, 1.0))
     monkeypatch.setattr(olympics, "run_event", fake)

@@ -11,7 +11,7 @@ from tinytorch.core.attention import causal_mask
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.memo.kvcache import KVCache
-from tinytorch.models.decoding import _check_generate_args, steer_logits
+from tinytorch.models.decoding import _check_generate_args, sampling_loop
 from tinytorch.models.transformer import sample_next, token_ids_2d
 
 
@@ -39,7 +39,7 @@ def cached_attention(attn, x, cache: KVCache, mask=None, memory=None) -> Tensor:
     """Module 12's attention output (B, T_new, E) for the new positions `x`, keys from `cache`."""
     x = x if isinstance(x, Tensor) else Tensor(x)
     heads = attn.num_heads
-    batch, steps, embed = x.shape
+    batch, steps = x.shape[:2]
     q = _heads(attn.q_proj(x), heads)  # (B, H, T_new, D)
     if memory is None:  # self-attention: the new positions' keys and values join the cache
         k, v = cache.append(_heads(attn.k_proj(x), heads), _heads(attn.v_proj(x), heads))
@@ -110,66 +110,13 @@ def cached_generate(model, prompt_tokens, max_new_tokens=50, temperature=1.0, to
     """Module 13's GPT.generate with a KV cache: the same tokens, one new position per step."""
     _check_generate_args(max_new_tokens, temperature, top_k, model.vocab_size, stop_token)
     tokens = token_ids_2d(prompt_tokens, model.vocab_size)  # (B, T)
-    rng = np.random.default_rng(seed)
     caches = new_caches(model)
-    stopped = np.zeros(len(tokens), dtype=bool)
-    for _ in range(max_new_tokens):
-        logits = _next_logits(model, tokens, caches)  # (B, V)
-        context = tokens[:, -model.max_seq_len :]
-        logits = steer_logits(logits, context, temperature, top_p, repetition_penalty)
-        next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
-        if stop_token is not None:  # finished rows keep repeating the stop token
-            next_ids = np.where(stopped, stop_token, next_ids)
-            stopped |= next_ids == stop_token
-        tokens = np.concatenate([tokens, next_ids[:, None]], axis=1)
-        if stopped.all():
-            break
-    return tokens
-
-
-def cached_decoder_block(block, x, memory, caches, mask=None, memory_mask=None) -> Tensor:
-    """A module-13 DecoderBlock on the new target positions; `caches` is (self, cross)."""
-    self_cache, cross_cache = caches
-    self_att, cross_att = block.self_attention, block.cross_attention
-    if block.norm_first:
-        x = x + cached_attention(self_att, block.ln1(x), self_cache, mask)
-        x = x + cached_attention(cross_att, block.ln_cross(x), cross_cache, memory_mask, memory)
-        return x + block.mlp(block.ln2(x))
-    x = block.ln1(x + cached_attention(self_att, x, self_cache, mask))
-    x = block.ln_cross(x + cached_attention(cross_att, x, cross_cache, memory_mask, memory))
-    return block.ln2(x + block.mlp(x))
-
-
-@no_grad()
-def cached_decode(model, source, start_token: int, max_new_tokens: int, source_mask=None, *,
-                  temperature=0.0, top_k=None, seed=None, stop_token=None) -> np.ndarray:  # fmt: skip
-    """Seq2SeqTransformer.generate with KV caches: (B, 1 + new) ids, the same as recomputing."""
-    _check_generate_args(max_new_tokens, temperature, top_k, model.vocab_size, stop_token)
-    if 1 + max_new_tokens > model.max_seq_len:
-        raise ShapeError(
-            f"target of {1 + max_new_tokens} positions exceeds max_seq_len={model.max_seq_len}; "
-            "build the model with a larger max_seq_len or ask for fewer new tokens"
-        )
-    memory = model.encode(source, source_mask)  # (B, S, C), computed once
-    out = np.full((memory.shape[0], 1), start_token)
-    token_ids_2d(out, model.vocab_size)  # start_token must be a token id
-    rng = np.random.default_rng(seed)
-    caches = [(KVCache(model.max_seq_len), KVCache()) for _ in model.blocks]
-    stopped = np.zeros(len(out), dtype=bool)
-    for step in range(max_new_tokens):
-        x = model.token_embedding(out[:, -1:]) + model.position_embedding(np.array([[step]]))
-        for block, pair in zip(model.blocks, caches):
-            x = cached_decoder_block(block, x, memory, pair, None, source_mask)
-        logits = model.lm_head(model.ln_f(x)).data[:, -1]  # (B, V)
-        next_ids = sample_next(logits, temperature, top_k, rng)
-        if stop_token is not None:
-            next_ids = np.where(stopped, stop_token, next_ids)
-            stopped |= next_ids == stop_token
-        out = np.concatenate([out, next_ids[:, None]], axis=1)
-        if stopped.all():
-            break
-    return out
+    return sampling_loop(tokens, lambda tokens: _next_logits(model, tokens, caches), sample_next,
+                         max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
+                         stop_token=stop_token, top_p=top_p,
+                         repetition_penalty=repetition_penalty,
+                         context=model.max_seq_len)  # fmt: skip
 
 
 __all__ = ["cached_attention", "new_caches", "cached_block", "cached_forward",
-    "cached_generate", "cached_decoder_block", "cached_decode"]  # fmt: skip
+    "cached_generate"]  # fmt: skip

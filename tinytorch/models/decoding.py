@@ -1,9 +1,10 @@
-"""What `generate` checks before it samples, how it steers the logits (repetition penalty, top-p),
-and which loop it runs (module 17's cache or not).
+"""Generation's one loop, what it checks before it samples, how it steers the logits (repetition
+penalty, top-p), and whether module 17's cache gives it its logits.
 
-Shared by module 13's `GPT.generate`, the given `Seq2SeqTransformer.generate` and module 17's
-cached generation, so a bad argument reads the same and a seed draws the same tokens wherever
-it is passed.
+`sampling_loop` is the only token-sampling loop in the package: module 13's `GPT.generate`,
+module 17's `cached_generate`, the given `Seq2SeqTransformer.generate` and `cached_decode` each
+pass it how to get the next position's logits (the whole context again, or one cached step), so
+a bad argument reads the same and a seed draws the same tokens wherever it is passed.
 
 Given product code (tito/curriculum/catalog.py GIVEN), not a lesson; it imports nothing from the course.
 """
@@ -65,6 +66,32 @@ def steer_logits(
     return logits
 
 
+def sampling_loop(tokens: np.ndarray, next_logits, sample_next, max_new_tokens: int, *,
+                  temperature: float = 1.0, top_k=None, seed=None, stop_token=None, top_p=None,
+                  repetition_penalty: float = 1.0, context: int | None = None) -> np.ndarray:  # fmt: skip
+    """Append `max_new_tokens` sampled ids to `tokens` (B, T); returns (B, T + new) ids.
+
+    `next_logits(tokens)` gives the next position's logits (B, V) after every token so far;
+    `sample_next(logits, temperature, top_k, rng)` (module 13's) draws one id per row. The last
+    `context` tokens (all, for None) are what the repetition penalty looks at. Once every row
+    has produced `stop_token` the loop ends early; finished rows keep repeating it.
+    """
+    rng = np.random.default_rng(seed)  # one generator for the whole sequence: a seed reproduces it
+    stopped = np.zeros(len(tokens), dtype=bool)
+    for _ in range(max_new_tokens):
+        logits = next_logits(tokens)  # the next position's logits, (B, V)
+        window = tokens if context is None else tokens[:, -context:]
+        logits = steer_logits(logits, window, temperature, top_p, repetition_penalty)
+        next_ids = sample_next(logits, temperature, top_k, rng)  # one draw per batch row, (B,)
+        if stop_token is not None:  # rows that already produced the stop token keep repeating it
+            next_ids = np.where(stopped, stop_token, next_ids)
+            stopped |= next_ids == stop_token
+        tokens = np.concatenate([tokens, next_ids[:, None]], axis=1)  # append
+        if stopped.all():
+            break
+    return tokens
+
+
 def _cached_generation(use_cache):
     """Module 17's `tinytorch.memo.generation`, or None: recompute every step.
 
@@ -86,4 +113,4 @@ def _cached_generation(use_cache):
     return generation
 
 
-__all__ = []
+__all__ = ["sampling_loop", "steer_logits"]

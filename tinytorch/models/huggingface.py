@@ -288,7 +288,7 @@ def save_gpt2(model, folder, tokenizer=None) -> list[str]:
             "clean_up_tokenization_spaces": False,  # decode gives back the text unchanged
             "model_max_length": config["n_positions"],
         })  # fmt: skip
-    from tinytorch.core.training import write_atomic  # module 07: the package's one writer
+    from tinytorch.core.checkpoint import write_atomic  # module 07: the package's one writer
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

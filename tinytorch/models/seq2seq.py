@@ -15,7 +15,7 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import ShapeError
-from tinytorch.models.decoding import _cached_generation, _check_generate_args
+from tinytorch.models.decoding import _cached_generation, _check_generate_args, sampling_loop
 from tinytorch.models.transformer import (
     TransformerBlock,
     init_gpt2_weights,
@@ -133,28 +133,24 @@ class Seq2SeqTransformer(Module):
         result as re-running the decoder on the whole prefix. Once every row has produced
         `stop_token` generation ends early (finished rows repeat it).
         """
-        memo = _cached_generation(use_cache)
-        if memo is not None:
-            return memo.cached_decode(self, source, start_token, max_new_tokens, source_mask,
-                                      temperature=temperature, top_k=top_k, seed=seed,
-                                      stop_token=stop_token)  # fmt: skip
+        if _cached_generation(use_cache) is not None:
+            from tinytorch.memo.decoder import cached_decode  # given, on module 17's cache
+
+            return cached_decode(self, source, start_token, max_new_tokens, source_mask,
+                                 temperature=temperature, top_k=top_k, seed=seed,
+                                 stop_token=stop_token)  # fmt: skip
         _check_generate_args(max_new_tokens, temperature, top_k, self.vocab_size, stop_token)
         _check_length(1 + max_new_tokens, self.max_seq_len, "target")
         memory = self.encode(source, source_mask)  # (B, S, C), computed once
         out = np.full((memory.shape[0], 1), start_token)
         token_ids_2d(out, self.vocab_size)  # start_token must be a token id
-        rng = np.random.default_rng(seed)
-        stopped = np.zeros(len(out), dtype=bool)
-        for _ in range(max_new_tokens):
-            logits = self.decode(out, memory, source_mask).data[:, -1]  # the whole prefix, (B, V)
-            next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
-            if stop_token is not None:
-                next_ids = np.where(stopped, stop_token, next_ids)
-                stopped |= next_ids == stop_token
-            out = np.concatenate([out, next_ids[:, None]], axis=1)
-            if stopped.all():
-                break
-        return out
+
+        def next_logits(tokens):  # the whole prefix again, every step
+            return self.decode(tokens, memory, source_mask).data[:, -1]  # (B, V)
+
+        return sampling_loop(out, next_logits, sample_next, max_new_tokens,
+                             temperature=temperature, top_k=top_k, seed=seed,
+                             stop_token=stop_token)  # fmt: skip
 
 
 __all__ = ["DecoderBlock", "TransformerEncoder", "Seq2SeqTransformer"]  # fmt: skip

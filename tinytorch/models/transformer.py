@@ -17,7 +17,7 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding, PositionalEncoding
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import ShapeError, Tensor
-from tinytorch.models.decoding import _cached_generation, _check_generate_args, steer_logits
+from tinytorch.models.decoding import _cached_generation, _check_generate_args, sampling_loop
 from tinytorch.nn.feedforward import MLP
 from tinytorch.nn.normalization import LayerNorm
 from tinytorch.text.embeddings import token_ids_array
@@ -236,23 +236,16 @@ class GPT(Module):
             )
         _check_generate_args(max_new_tokens, temperature, top_k, self.vocab_size, stop_token)
         tokens = token_ids_2d(prompt_tokens, self.vocab_size)  # (B, T)
-        rng = np.random.default_rng(seed)
-        stopped = np.zeros(len(tokens), dtype=bool)
-        for _ in range(max_new_tokens):
+
+        def next_logits(tokens):  # the whole context again, every step
             context = tokens[:, -self.max_seq_len :]  # learned positions stop at max_seq_len
-            logits = self.forward(context).data[:, -1]  # the last position's logits, (B, V)
-            logits = steer_logits(logits, context, temperature, top_p, repetition_penalty)
-            # temperature, optional top-k, one draw per batch row
-            next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
-            # rows that already produced the stop token keep repeating it
-            if stop_token is not None:
-                next_ids = np.where(stopped, stop_token, next_ids)
-                stopped |= next_ids == stop_token
-            # append, and end early once every row has stopped
-            tokens = np.concatenate([tokens, next_ids[:, None]], axis=1)
-            if stopped.all():
-                break
-        return tokens
+            return self.forward(context).data[:, -1]  # the last position's logits, (B, V)
+
+        return sampling_loop(tokens, next_logits, sample_next, max_new_tokens,
+                             temperature=temperature, top_k=top_k, seed=seed,
+                             stop_token=stop_token, top_p=top_p,
+                             repetition_penalty=repetition_penalty,
+                             context=self.max_seq_len)  # fmt: skip
 
 
 __all__ = ["TransformerBlock", "GPTConfig", "PRESETS", "init_gpt2_weights",

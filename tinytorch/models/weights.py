@@ -1,42 +1,46 @@
 """A GPT's weights on disk and in PyTorch's names and layouts.
 
-`save_model(model, path)` writes the config and weights to one `.npz` archive (no pickle; through
-module 07's `write_atomic`, so an interrupted save never leaves half a file) and
-`load_model(path)` rebuilds the GPT. `to_torch_state_dict` renames and transposes the weights for
+`save_model(model, path)` writes a module-07 checkpoint (`save_checkpoint`: one `.npz` archive, no
+pickle, written atomically) whose `extra` holds the model's configuration under MODEL_CONFIG, and
+`load_model(path)` rebuilds the GPT from it (`read_checkpoint`): one format for every saved model. `to_torch_state_dict` renames and transposes the weights for
 the same model written with `torch.nn` (`nn.Linear` stores `(out, in)`, ours `(in, out)`;
 `nn.LayerNorm` says `weight`/`bias` for `gamma`/`beta`), `load_torch_state_dict` reads one back.
 
 Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: it builds on module 13's GPT and
-module 07's `write_atomic`.
+module 07's checkpoints.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
 from tinytorch.core.layers import Linear, Module
-from tinytorch.core.training import write_atomic
+from tinytorch.core.training import read_checkpoint, save_checkpoint
 from tinytorch.models.transformer import GPT
+
+MODEL_CONFIG = "gpt_config"  # the key in a checkpoint's extra that makes it a save_model file
 
 
 def save_model(model: GPT, path) -> None:
-    """Write config and weights to an .npz file (no pickle)."""
+    """Write config and weights to an .npz checkpoint (no pickle)."""
     path = Path(path)
     path = path if path.suffix == ".npz" else path.with_name(path.name + ".npz")  # as np.savez
-    config = np.array(json.dumps(asdict(model.config)))
-    weights = model.state_dict()
-    write_atomic(path, lambda handle: np.savez(handle, __config__=config, **weights))
+    save_checkpoint(path, model, extra={MODEL_CONFIG: asdict(model.config)})
 
 
 def load_model(path) -> GPT:
     """Rebuild a GPT saved by `save_model`."""
-    with np.load(path, allow_pickle=False) as archive:
-        model = GPT(**json.loads(str(archive["__config__"])))
-        model.load_state_dict({k: archive[k] for k in archive.files if k != "__config__"})
+    weights, _, _, extra, _ = read_checkpoint(path)
+    if MODEL_CONFIG not in extra:
+        raise ValueError(
+            f"{path} is a checkpoint without a model configuration; load it into a model you "
+            "build with load_checkpoint, or write it with save_model"
+        )
+    model = GPT(**extra[MODEL_CONFIG])
+    model.load_state_dict(weights)
     return model
 
 
@@ -69,4 +73,10 @@ def load_torch_state_dict(model: Module, state: dict) -> None:
     model.load_state_dict(ours)
 
 
-__all__ = ["save_model", "load_model", "to_torch_state_dict", "load_torch_state_dict"]
+__all__ = [
+    "MODEL_CONFIG",
+    "save_model",
+    "load_model",
+    "to_torch_state_dict",
+    "load_torch_state_dict",
+]

@@ -120,6 +120,19 @@ def run(
             summary = milestone.run(options)
     except milestones.MilestoneError as err:
         raise TitoError(err.message, hint=err.hint, exit_code=err.exit_code) from None
+    except Exception as err:  # a failure in the student's own code names the module and cell
+        from tito.student import lifecycle  # notebooks and nbformat: only when something failed
+
+        found = lifecycle.student_code_at(err.__traceback__)
+        if found is None:
+            raise
+        module, where = found
+        raise TitoError(
+            f"milestone {name} failed in your module {module.number:02d} {module.slug}, "
+            f"{where}: {type(err).__name__}: {err}",
+            hint=f"fix that cell and run `tito module complete {module.number}` again (or "
+            f"`tito module export {module.number} --force` for the reference)",
+        ) from None
     ok(f"wrote {', '.join(summary['files'])} to {out}")
 
 

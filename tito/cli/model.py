@@ -23,11 +23,10 @@ def read_model(path: Path, allow_partial: bool = False):
     A run is read by milestones.runs.load_run, which owns the checkpoint format: the model as it
     was trained and the tokenizer it was trained with (characters or byte-pair merges).
     """
-    import numpy as np
-
     from milestones import MilestoneError
     from milestones.runs import checkpoint_path, load_run, require_finished
-    from tinytorch.models.weights import load_model
+    from tinytorch.core.training import read_checkpoint
+    from tinytorch.models.weights import MODEL_CONFIG, load_model
 
     path = checkpoint_path(path)
     if not path.is_file():
@@ -36,10 +35,9 @@ def read_model(path: Path, allow_partial: bool = False):
             hint="train one with `tito milestone run gpt` (it writes runs/gpt/checkpoint.npz)",
         )
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            saved_model = "__config__" in archive.files
+        saved_model = MODEL_CONFIG in read_checkpoint(path)[3]
     except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
-        raise TitoError(f"{path} is not a readable .npz file ({type(err).__name__})") from None
+        raise TitoError(f"{path} is not a readable checkpoint ({type(err).__name__})") from None
     if saved_model:
         return load_model(path), None
     try:

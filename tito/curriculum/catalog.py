@@ -131,6 +131,7 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/checks.py": (),
     "tinytorch/names.py": (),  # every public name, its home and the paths that offer it
     "tinytorch/core/allocator.py": (),  # glibc's allocator tuning, run by `import tinytorch`
+    "tinytorch/core/checkpoint.py": (),  # write_atomic and the .npz reader (module 07's format)
     "tinytorch/nn/functional.py": (2, 4),  # the functions of modules 02 and 04, PyTorch's path
     "tinytorch/core/embeddings.py": (11,),  # module 11's names under the `core` path
     "tinytorch/core/transformer.py": (13,),  # module 13's and the files below, under one path
@@ -146,6 +147,10 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/profile/tour.py": (6, 7, 13, 14),  # module 14's notebook tour of a trained GPT
     "tinytorch/accel/parallel.py": (3,),  # DataParallel: a batch split over threads
     "tinytorch/accel/accelerate.py": (2, 4, 6, 11, 12, 13, 18),  # module 18's kernels in a model
+    "tinytorch/bench/quartiles.py": (),  # median and quartiles of timings (modules 14, 19)
+    "tinytorch/bench/processes.py": (19,),  # a process per candidate, module 19's harness
+    "tinytorch/memo/decoder.py": (13, 17),  # cached_decode: module 17's cache, encoder-decoder
+    "tinytorch/olympics/events.py": (),  # the contest's events and measurements (module 20)
 }
 GIVEN: tuple[str, ...] = tuple(GIVEN_REQUIRES)
 

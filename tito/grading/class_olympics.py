@@ -92,7 +92,7 @@ def measure_class(course: Path, event: str, baseline_run: Path, repeats: int = 5
     """Measure every submission in `event` against one baseline; store and return the results."""
     from milestones import MilestoneError
     from milestones import olympics as contest
-    from tinytorch.olympics.rules import event as rules_of
+    from tinytorch.olympics.events import event as rules_of
 
     rules = rules_of(event)
     try:
@@ -115,7 +115,7 @@ def measure_class(course: Path, event: str, baseline_run: Path, repeats: int = 5
             results.append(Result(student, reason=f"unreadable run ({type(err).__name__}: {err})"))
             continue
         if baseline is None:
-            from tinytorch.olympics.rules import Measured
+            from tinytorch.olympics.events import Measured
 
             baseline = Measured(**record["baseline"])
         results.append(Result(student, record))

@@ -118,6 +118,29 @@ def installed_map(module: CourseModule):
     return SourceMap(nb, files, nb_path.name).place
 
 
+def student_code_at(tb) -> tuple[CourseModule, str] | None:
+    """(module, "notebook, cell, line: code") of the deepest frame of traceback `tb` that ran a
+    line the student wrote: a package file their completed notebook exported; else None."""
+    import traceback
+
+    package = (paths.root() / "tinytorch").resolve()
+    owners = {p.as_posix(): m for m in catalog.MODULES for p in m.package_files()}
+    completed = progress.load()
+    for frame, lineno in reversed(list(traceback.walk_tb(tb))):
+        try:
+            rel = Path(frame.f_code.co_filename).resolve().relative_to(package)
+        except ValueError:
+            continue
+        module = owners.get(f"tinytorch/{rel.as_posix()}")
+        if module is None or module.number not in completed:
+            continue
+        place = installed_map(module)
+        where = place(rel, lineno) if place is not None else None
+        if where is not None:
+            return module, str(where)
+    return None
+
+
 def missing_prerequisites(module: CourseModule) -> list[CourseModule]:
     return catalog.missing(module.requires, paths.root())
 
