@@ -120,6 +120,14 @@ MODULES: tuple[CourseModule, ...] = (
         19, "benchmarking", "Benchmarking", ("bench.harness",), (), "tests/19_benchmarking"
     ),
     CourseModule(20, "capstone", "Capstone", ("olympics.rules",), (1, 5), "tests/20_capstone"),
+    CourseModule(
+        21,
+        "llama",
+        "Llama",
+        ("nn.llama", "models.llama"),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 17),
+        "tests/21_llama",
+    ),
 )
 
 
