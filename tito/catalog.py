@@ -147,6 +147,7 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/models/scaling.py": (),  # parameter and memory arithmetic
     "tinytorch/models/seq2seq.py": (13,),  # encoder and encoder-decoder (translate milestone)
     "tinytorch/models/huggingface.py": (13,),  # GPT-2 layout for transformers
+    "tinytorch/models/llama_weights.py": (),  # module 21's Llama in Meta's and HF's layouts
 }
 GIVEN: tuple[str, ...] = tuple(GIVEN_REQUIRES)
 

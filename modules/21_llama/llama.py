@@ -58,6 +58,7 @@ from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.memo.kvcache import KVCache
 from tinytorch.models.decoding import _check_generate_args, steer_logits
+from tinytorch.models.llama_weights import ours_from_torch, spelling
 from tinytorch.models.transformer import PRESETS, sample_next, token_ids_2d
 
 # isort: split
@@ -513,6 +514,12 @@ class Llama(Module):
         if isinstance(config, str):
             return cls(**asdict(llama_config(config, **changes)))
         return cls(**{**asdict(config), **changes})
+
+    def load_state_dict(self, state: dict) -> None:
+        """Our names and layout, or PyTorch's: Meta's or Hugging Face's, weights (out, in)."""
+        if spelling(state) != "ours":  # the given models/llama_weights.py translates
+            state = ours_from_torch(state, self.config)
+        super().load_state_dict(state)
 
     def new_caches(self) -> list[KVCache]:
         """One empty module-17 KVCache per block, for `forward(tokens, caches)`."""
