@@ -23,7 +23,7 @@
 # | LayerNorm (mean, variance, shift) | **RMSNorm** (scale only) | same quality, one statistic less |
 # | learned position vectors | **rotary positions** (RoPE) | relative positions, no table to learn |
 # | GELU MLP, 4x | **SwiGLU**, 8/3 x, three matrices | a gate: lower loss at the same size |
-# | H key/value heads | **grouped-query attention** | H/G times smaller KV cache |
+# | H key/value heads | **grouped-query attention** | H / H_kv times smaller KV cache |
 #
 # You build each part with its backward where it is a new operation, then assemble them into a
 # `Llama` that trains with module 06's optimizers and generates with module 17's KV cache. The
@@ -307,8 +307,9 @@ class SwiGLU(Module):
 #
 # While generating, module 17's cache keeps every layer's keys and values:
 # `2 x layers x heads x head_dim` numbers per token. For Llama 2 70B in 16 bits, with 64 heads of
-# 128 over 80 layers, that is 2.6 MB per token; a 4,096-token context of one conversation takes
-# 10.7 GB, more than a GPU's share for the weights. Ainslie et al. (2023) let groups of query heads
+# 128 over 80 layers, that is 2.6 MB per token; a 4,096-token context takes 10.7 GB, and sixteen
+# such conversations served together 172 GB, more than the 140 GB of the weights themselves.
+# Ainslie et al. (2023) let groups of query heads
 # share one key/value head: `num_kv_heads` of them, each serving `num_heads / num_kv_heads`
 # query heads. Llama 2 70B uses 8 for its 64 heads: the cache is 8 times smaller, at almost no
 # cost in quality. `num_kv_heads = 1` is multi-query attention (Shazeer, 2019); `num_kv_heads =

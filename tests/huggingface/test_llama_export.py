@@ -108,3 +108,26 @@ def test_load_state_dict_reads_hugging_face_and_meta_names(rng):
     np.testing.assert_allclose(third(tokens).data, model(tokens).data, atol=1e-6)
     with pytest.raises(KeyError, match="missing keys"):
         third.load_state_dict({k: v for k, v in meta.items() if k != "norm.weight"})
+
+
+def test_a_trained_milestone_run_exports_with_equal_logits(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from milestones import llama as milestone
+    from milestones.runs import load_run
+    from tito.main import app
+
+    monkeypatch.setitem(milestone.BUDGETS, "nano", milestone.Budget(4, 0.5, 3e-3, 2, 16, 1, 8))
+    runner, out, folder = CliRunner(), tmp_path / "run", tmp_path / "hf"
+    data = tmp_path / "prose.txt"
+    data.write_text(TEXT * 40, encoding="utf-8")
+    args = ["milestone", "run", "llama", "--config", "nano", "--data", data, "--out", out]
+    trained = runner.invoke(app, args)
+    assert trained.exit_code == 0, trained.output
+    exported = runner.invoke(app, ["model", "export", str(out), str(folder)])
+    assert exported.exit_code == 0 and "LlamaForCausalLM" in exported.output, exported.output
+    run = load_run(out)
+    text = "the dog sat on"
+    ids = np.array([AutoTokenizer.from_pretrained(folder)(text)["input_ids"]])
+    np.testing.assert_array_equal(ids[0], run.vocab.encode(text))
+    np.testing.assert_allclose(hf_logits(folder, ids), run.model(ids).data, rtol=0, atol=1e-5)

@@ -13,6 +13,10 @@ from tinytorch.models.transformer import GPT, PRESETS
 from tito.main import app
 
 runner = CliRunner()
+PROSE = (
+    "The module reads a file and returns its lines. Each line is a string without its ending. "
+    "When the file does not exist the function raises an error that names it.\n"
+) * 60
 
 
 def test_the_llama_matches_the_gpts_parameter_count():
@@ -27,8 +31,10 @@ def test_the_llama_matches_the_gpts_parameter_count():
 
 def test_a_run_compares_both_and_its_llama_exports(tmp_path, monkeypatch):
     monkeypatch.setitem(milestone.BUDGETS, "nano", milestone.Budget(4, 0.5, 3e-3, 2, 16, 1, 12))
-    out = tmp_path / "run"
-    result = runner.invoke(app, ["milestone", "run", "llama", "--config", "nano", "--out", out])
+    out, text = tmp_path / "run", tmp_path / "prose.txt"
+    text.write_text(PROSE, encoding="utf-8")
+    args = ["milestone", "run", "llama", "--config", "nano", "--data", text, "--out", out]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     gpt, llama = summary["models"]["GPT"], summary["models"]["Llama"]
