@@ -101,9 +101,9 @@ def kv_bytes_per_token(model, steps: int) -> float:
 
 
 def train(model, data: LanguageModelDataset, val: LanguageModelDataset, budget: Budget,
-          seed: int, to_bits: float) -> dict:  # fmt: skip
+          seed: int, to_bits: float) -> tuple[dict, AdamW]:  # fmt: skip
     """AdamW on the batches of (seed, step) until the CPU budget is spent; evaluation is not
-    charged to it. Returns the curve and the rates."""
+    charged to it. Returns the curve and the rates, and the optimizer."""
     optimizer = AdamW(model.parameters(), lr=budget.lr, weight_decay=0.01)
     curve, losses = [], []
     cpu = wall = 0.0
@@ -128,9 +128,10 @@ def train(model, data: LanguageModelDataset, val: LanguageModelDataset, budget: 
     bits = training.evaluate(model, val, budget.eval_windows, budget.batch_size) * to_bits
     curve.append((round(cpu, 3), bits))
     trained = step * budget.batch_size * data.seq_len
-    return {"steps": step, "cpu_seconds": cpu, "wall_seconds": wall, "optimizer": optimizer,
-            "train_tokens_per_second": trained / wall, "val_bits_per_char": bits,
-            "curve": curve, "final_train_loss": losses[-1]}  # fmt: skip
+    result = {"steps": step, "cpu_seconds": cpu, "wall_seconds": wall,
+              "train_tokens_per_second": trained / wall, "val_bits_per_char": bits,
+              "curve": curve, "final_train_loss": losses[-1]}  # fmt: skip
+    return result, optimizer
 
 
 def generation_speed(model, prompt: np.ndarray, new_tokens: int) -> float:
@@ -204,10 +205,10 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
         highlight=False,
     )
     prompt = vocab.encode(PROMPT if PROMPT in corpus.text else corpus.text[:3])[None, :]
-    results = {}
+    results, optimizers = {}, {}
     for label, model in (("GPT", gpt), ("Llama", llama)):
         with console.status(f"training the {label} for {budget.cpu_seconds:g} CPU seconds"):
-            result = train(model, data, val, budget, seed, to_bits)
+            result, optimizers[label] = train(model, data, val, budget, seed, to_bits)
         model.eval()
         out = model.generate(prompt, budget.sample_tokens, temperature=0.8, seed=seed)
         result |= {
@@ -217,14 +218,14 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
             "sample": vocab.decode(out[0]),
         }
         results[label] = result
-    optimizer = results["Llama"].pop("optimizer")
-    results["GPT"].pop("optimizer")
     meta = {"architecture": "llama", "config": {"name": name, **asdict(llama_cfg)}, "seed": seed,
             "steps": results["Llama"]["steps"], "corpus_source": corpus.source,
             "corpus_sha256": corpus.sha256, "vocab": vocab.fingerprint,
             "tokenizer": runs.tokenizer_record(vocab.tokenizer)}  # fmt: skip
     history = training.History(val=[(0, b) for _, b in results["Llama"]["curve"]])
-    training.save(opts.out / runs.CHECKPOINT, llama, optimizer, meta["steps"], meta, history)
+    training.save(
+        opts.out / runs.CHECKPOINT, llama, optimizers["Llama"], meta["steps"], meta, history
+    )
     png = plot(results, opts.out / "llama.png")
     summary = {
         "milestone": milestone.name,
