@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from milestones import runs, tokens, training
@@ -173,7 +174,7 @@ def show(summary: dict, console) -> None:
                       f"{r['kv_bytes_per_token']:,.0f}")  # fmt: skip
     console.print(table)
     for label, r in summary["models"].items():
-        console.print(f"[bold]{label}[/bold]: {r['sample']!r}", highlight=False)
+        console.print(f"[bold]{label}[/bold]: {escape(repr(r['sample']))}", highlight=False)
 
 
 def run(milestone: Milestone, opts: RunOptions) -> dict:

@@ -61,3 +61,16 @@ def test_options_that_do_not_apply_are_refused(tmp_path):
         result = runner.invoke(app, ["milestone", "run", "llama", "--out", tmp_path, *option])
         assert result.exit_code != 0
         assert option[0] in result.output or "huge" in result.output
+
+
+def test_samples_are_printed_as_written_brackets_and_all():
+    import io
+
+    from rich.console import Console
+
+    row = {"parameters": 1, "steps": 1, "val_bits_per_char": 2.0, "train_tokens_per_second": 1,
+           "generate_tokens_per_second": 1, "kv_bytes_per_token": 8}  # fmt: skip
+    sample = "x = d[key] and [bold]y[/bold]"
+    console = Console(file=io.StringIO(), width=200)
+    milestone.show({"models": {"Llama": {**row, "sample": sample}}}, console)
+    assert repr(sample) in console.file.getvalue()
