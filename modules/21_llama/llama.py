@@ -608,7 +608,8 @@ class Llama(Module):
 # One such run (`--quick`: the `tiny` sizes, 110 thousand parameters each, 12 CPU seconds each on
 # characters of Python's documentation) ended at 2.74 bits per character for the Llama against
 # 3.41 for the GPT, with 12% more steps in the same time and half the cache (512 bytes a token
-# against 1,024). The run does not say which part earned how much: swapping one part at a time
+# against 1,024); at the default `small` sizes (810 thousand parameters, 120 CPU seconds each),
+# 2.11 against 2.48. The run does not say which part earned how much: swapping one part at a time
 # (a GPT with RMSNorm, then with rotary positions, ...) and training again is a good exercise.
 
 
