@@ -52,8 +52,11 @@ def _build(library: str, cfg):
     import torch
 
     from benchmarks.torch_gpt import TorchGPT
+    from benchmarks.torch_llama import TorchLlama
 
     torch.manual_seed(0)
+    if type(cfg).__name__ == "LlamaConfig":
+        return TorchLlama(cfg, cfg.hidden_dim)
     return TorchGPT(cfg)
 
 

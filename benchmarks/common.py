@@ -52,6 +52,7 @@ class Row:
     conv: tuple[int, ...] = ()
     libraries: tuple[str, ...] = LIBRARIES  # who is measured in this row
     cache: bool = True  # generation through module 17's KV cache
+    arch: str = "gpt"  # or "llama": module 21's Llama of the preset's sizes, half the kv heads
 
 
 def config(row: Row):
@@ -63,6 +64,13 @@ def config(row: Row):
     cfg = PRESETS[row.preset]
     if row.kind == "generate":
         cfg = replace(cfg, max_seq_len=GEN_CONTEXT)
+    if row.arch == "llama":
+        from tinytorch.models.llama import llama_config
+        from tinytorch.nn.llama import llama_hidden_dim
+
+        cfg = llama_config(row.preset, max_seq_len=cfg.max_seq_len,
+                           num_kv_heads=max(1, cfg.num_heads // 2))  # fmt: skip
+        cfg = replace(cfg, hidden_dim=llama_hidden_dim(cfg.embed_dim, cfg.multiple_of))
     return cfg
 
 
@@ -96,13 +104,18 @@ def batches(vocab_size: int, batch: int, seq_len: int, count: int, seed: int = 1
 
 
 def tiny_model(cfg, accelerated: bool = True):
-    """The tinytorch GPT of a preset, through module 18's `accelerate` unless `accelerated=False`
-    (the plain lesson code of modules 01-13)."""
+    """The tinytorch GPT (or Llama) of a preset, through module 18's `accelerate` unless
+    `accelerated=False` (the plain lesson code)."""
     from tinytorch.accel.accelerate import accelerate
     from tinytorch.models.transformer import GPT
 
     np.random.seed(0)
-    model = GPT.from_config(cfg)
+    if type(cfg).__name__ == "LlamaConfig":  # module 21: accelerate reaches its embedding only
+        from tinytorch.models.llama import Llama
+
+        model = Llama.from_config(cfg)
+    else:
+        model = GPT.from_config(cfg)
     return accelerate(model) if accelerated else model
 
 

@@ -57,6 +57,21 @@ FULL = [
         3,
     ),  # fmt: skip
     (Row("gpt2", "gpt2", "gpt2-small", seq_len=256, new_tokens=32, steps=3, warmup=1), 3),
+    # module 21's Llama at the small preset's sizes (2 kv heads), against a PyTorch Llama
+    (Row("llama_train_small", "train", "small", batch=16, seq_len=64, arch="llama", **_PLAIN), 5),
+    (
+        Row(
+            "llama_gen_small",
+            "generate",
+            "small",
+            new_tokens=200,
+            steps=3,
+            warmup=1,
+            arch="llama",
+            **_PLAIN,
+        ),
+        5,
+    ),  # fmt: skip
     # one Conv2d layer, forward and backward: LeNet-5's second convolution (6 -> 16 channels,
     # 14x14, 5x5) on a batch of 64, and a VGG-style 3x3 layer (64 -> 128 channels, 32x32)
     (Row("conv_lenet", CONV, CONV, batch=64, conv=(6, 16, 14, 14, 5, 1, 0), steps=10), 5),

@@ -216,6 +216,15 @@ MILESTONES: tuple[Milestone, ...] = (
         year=2020,
         seconds=(2.4, 8.8),
     ),
+    Milestone(
+        "llama",
+        "A Llama against a GPT of its size, same text and CPU time: bits, speed, KV cache.",
+        (*_GPT_MODULES, 21),  # 18: the training helpers import it; both models run plain
+        entry="milestones.llama:run",
+        preset="small",
+        year=2023,  # Llama: RMSNorm, rotary positions, SwiGLU; Llama 2 added grouped-query heads
+        seconds=(28, None),  # --quick: 27.3 s of CPU on a loaded host; the full run not timed
+    ),
 )
 
 

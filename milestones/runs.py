@@ -126,6 +126,17 @@ def config_of(meta: dict) -> GPTConfig:
     return GPTConfig(**{k: v for k, v in stored.items() if k in names})
 
 
+def build_model(meta: dict):
+    """The untrained model a run's metadata describes: module 13's GPT, or module 21's Llama
+    for a run of `tito milestone run llama` (imported only then)."""
+    if meta.get("architecture") == "llama":
+        from tinytorch.models.llama import Llama, LlamaConfig
+
+        names = {f.name for f in fields(LlamaConfig)}
+        return Llama(**{k: v for k, v in meta["config"].items() if k in names})
+    return GPT.from_config(config_of(meta))
+
+
 # What a run from someone else (a student's submission) may ask to be built: far above the
 # course's presets, far below what would exhaust the grading machine.
 UNTRUSTED_BYTES = 256 * 2**20
@@ -186,7 +197,7 @@ def load_run(folder: Path, data_dir: Path | None = None, untrusted: bool = False
             f"the tokenizer rebuilt for {folder} is not the one it was trained with",
             hint="train the run again with this version of the course",
         )
-    model = GPT.from_config(config_of(meta))
+    model = build_model(meta)
     load_checkpoint(path, model)
     model.eval()
     return Run(path.parent, model, vocab, meta, corpus)

@@ -45,6 +45,8 @@ COURSE = {
     "accel.optim": "18 acceleration",
     "bench.harness": "19 benchmarking",
     "olympics.rules": "20 capstone",
+    "nn.llama": "21 llama",
+    "models.llama": "21 llama",
 }
 
 TOP, NN, OPTIM, F = "tinytorch", "tinytorch.nn", "tinytorch.optim", "tinytorch.nn.functional"
@@ -78,6 +80,10 @@ TABLE: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("models.scaling", ("count_parameters", "estimate_parameters", "estimate_memory"), (CORE_TF,)),
     ("models.weights", ("save_model", "load_model", "to_torch_state_dict",
                         "load_torch_state_dict"), (CORE_TF,)),
+    ("nn.llama", ("RMSNorm", "RotaryEmbedding", "SiLU", "SwiGLU"), (NN,)),
+    ("nn.llama", ("silu",), (F,)),
+    ("models.llama", ("GroupedQueryAttention",), (NN,)),
+    ("models.llama", ("Llama", "LlamaConfig", "LlamaBlock"), (CORE_TF,)),
     ("core.optimizers", ("Optimizer", "SGD", "Adam", "AdamW"), (OPTIM, TOP)),
     ("memo.kvcache", ("KVCache", "kv_cache_bytes", "cache_bytes"), (MEMO,)),
     ("memo.generation", ("cached_attention", "new_caches", "cached_forward", "cached_generate"),

@@ -49,6 +49,11 @@ def imports_of(name: str) -> set[str]:
     return found
 
 
+# Imports inside a function that only a later milestone's files reach: runs.build_model builds
+# module 21's Llama for a checkpoint `tito milestone run llama` wrote (which needed module 21).
+LATER = {"runs": {"tinytorch.models.llama"}}
+
+
 @pytest.mark.parametrize("milestone", milestones.MILESTONES, ids=lambda m: m.name)
 def test_requires_lists_every_module_the_run_imports(milestone):
     homes = {f"tinytorch.{dotted}": m.number for m in MODULES for dotted in m.exports}
@@ -61,7 +66,7 @@ def test_requires_lists_every_module_the_run_imports(milestone):
         if skip or name in seen or not (Path(milestones.__file__).parent / f"{name}.py").exists():
             continue
         seen.add(name)
-        for dotted in imports_of(name):
+        for dotted in imports_of(name) - LATER.get(name, set()):
             if dotted in homes:
                 needed.add(homes[dotted])
             elif dotted.startswith("milestones."):

@@ -37,9 +37,9 @@ def test_shell_completion_offers_module_numbers_and_names():
 
 
 def test_a_module_number_outside_the_course_names_the_modules(project, cli):
-    result = cli("module", "open", "21")
+    result = cli("module", "open", "22")
     assert result.exit_code == 1
-    assert "there is no module 21" in result.stderr and "20 capstone" in result.stderr
+    assert "there is no module 22" in result.stderr and "21 llama" in result.stderr
 
 
 def test_a_misspelt_command_gets_a_suggestion(cli):

@@ -68,21 +68,27 @@ def export(
         typer.Option("--allow-partial", help="Export a run that stopped before its last step."),
     ] = False,
 ) -> None:
-    """Write FOLDER for GPT2LMHeadModel.from_pretrained: config, weights, tokenizer."""
+    """Write FOLDER for GPT2LMHeadModel (or, for a Llama, LlamaForCausalLM): config, weights,
+    tokenizer."""
     from tinytorch.models import huggingface
 
     model, tok = read_model(checkpoint, allow_partial)
     if tokenizer is not None:
         tok = _read_tokenizer(tokenizer)
+    # module 21's Llama goes to LlamaForCausalLM, a GPT to GPT2LMHeadModel
+    llama = type(model).__name__ == "Llama"
+    if llama:
+        from tinytorch.models.llama_weights import save_llama
     try:
-        written = huggingface.save_gpt2(model, folder, tok)
+        written = (save_llama if llama else huggingface.save_gpt2)(model, folder, tok)
     except huggingface.UnsupportedArchitecture as err:
         raise TitoError(f"cannot export {checkpoint}: {err}") from None
     except ImportError as err:
         raise TitoError(str(err)) from None
     ok(f"wrote {', '.join(written)} to {folder}")
     console.print(
-        f'[note]load it with GPT2LMHeadModel.from_pretrained("{folder}"); '
+        f"[note]load it with {'LlamaForCausalLM' if llama else 'GPT2LMHeadModel'}"
+        f'.from_pretrained("{folder}"); '
         "see docs/huggingface.md[/note]",
         soft_wrap=True,
     )

@@ -120,6 +120,14 @@ MODULES: tuple[CourseModule, ...] = (
         19, "benchmarking", "Benchmarking", ("bench.harness",), (), "tests/19_benchmarking"
     ),
     CourseModule(20, "capstone", "Capstone", ("olympics.rules",), (1, 5), "tests/20_capstone"),
+    CourseModule(
+        21,
+        "llama",
+        "Llama",
+        ("nn.llama", "models.llama"),
+        (1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 17),
+        "tests/21_llama",
+    ),
 )
 
 
@@ -151,6 +159,7 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/bench/processes.py": (19,),  # a process per candidate, module 19's harness
     "tinytorch/memo/decoder.py": (13, 17),  # cached_decode: module 17's cache, encoder-decoder
     "tinytorch/olympics/events.py": (),  # the contest's events and measurements (module 20)
+    "tinytorch/models/llama_weights.py": (),  # module 21's Llama in Meta's and HF's layouts
 }
 GIVEN: tuple[str, ...] = tuple(GIVEN_REQUIRES)
 
