@@ -57,7 +57,7 @@ from tinytorch.core.embeddings import Embedding
 from tinytorch.core.layers import Linear, Module
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.memo.kvcache import KVCache
-from tinytorch.models.decoding import _check_generate_args, steer_logits
+from tinytorch.models.decoding import _check_generate_args, sampling_loop
 from tinytorch.models.llama_weights import ours_from_torch, spelling
 from tinytorch.models.transformer import PRESETS, sample_next, token_ids_2d
 
@@ -571,21 +571,12 @@ class Llama(Module):
         """
         _check_generate_args(max_new_tokens, temperature, top_k, self.vocab_size, stop_token)
         tokens = token_ids_2d(prompt_tokens, self.vocab_size)  # (B, T)
-        rng = np.random.default_rng(seed)
         caches = self.new_caches() if use_cache else None
-        stopped = np.zeros(len(tokens), dtype=bool)
-        for _ in range(max_new_tokens):
-            logits = self._next_logits(tokens, caches)  # (B, V)
-            context = tokens[:, -self.max_seq_len :]
-            logits = steer_logits(logits, context, temperature, top_p, repetition_penalty)
-            next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
-            if stop_token is not None:  # finished rows keep repeating the stop token
-                next_ids = np.where(stopped, stop_token, next_ids)
-                stopped |= next_ids == stop_token
-            tokens = np.concatenate([tokens, next_ids[:, None]], axis=1)
-            if stopped.all():
-                break
-        return tokens
+        return sampling_loop(tokens, lambda ids: self._next_logits(ids, caches), sample_next,
+                             max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
+                             stop_token=stop_token, top_p=top_p,
+                             repetition_penalty=repetition_penalty,
+                             context=self.max_seq_len)  # fmt: skip
 
 
 # %% [markdown]
