@@ -255,6 +255,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinytorch.bench.quartiles import quartiles
 from tinytorch.core.hooks import Listener
 from tinytorch.profile.events import OUTSIDE, OpEvent, OpRow, module_names, nbytes
 
@@ -335,7 +336,8 @@ class Profiler(Listener):
 # numpy's first allocations, later ones for whatever else the machine runs. So
 # `latency(fn, warmup, repeats, clock)` calls `fn()` `warmup` times untimed, then `repeats` times
 # reading `clock()` just before and after each call, and returns a `Latency`: the times, their
-# median and quartiles `q1`, `q3` (`np.percentile` at 25, 50 and 75). The median ignores a few
+# median and quartiles `q1`, `q3` (the given `quartiles(times)` returns `(q1, median, q3)`, numpy's
+# percentiles at 25, 50 and 75; module 19 summarises with it too). The median ignores a few
 # slow outliers; the spread `q3 - q1` says how much to trust it. The clock is a parameter so a
 # test can pass a fake one. (Module 19 adds bootstrap intervals and a process per candidate.)
 
@@ -372,8 +374,8 @@ def latency(fn, warmup: int = 3, repeats: int = 10, clock=time.perf_counter) -> 
         start = clock()
         fn()
         times[i] = clock() - start
-    q1, median, q3 = np.percentile(times, [25, 50, 75])
-    return Latency(times, float(median), float(q1), float(q3))
+    q1, median, q3 = quartiles(times)
+    return Latency(times, median, q1, q3)
     ### END SOLUTION
 
 

@@ -58,7 +58,7 @@ def torch_step_flops(name) -> tuple[int, int]:
 
 @pytest.mark.parametrize(
     "name, config",
-    zip(["untied", "tied", "post-norm"], CONFIGS),
+    list(zip(["untied", "tied", "post-norm"], CONFIGS)),
     ids=["untied", "tied", "post-norm"],
 )
 def test_a_gpt_step_counts_the_flops_pytorch_counts_and_the_formula_predicts(name, config):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinytorch.bench.quartiles import quartiles
 from tinytorch.core.hooks import Listener
 from tinytorch.profile.events import OUTSIDE, OpEvent, OpRow, module_names, nbytes
 from tinytorch.profile.flops import backward_flops, forward_flops
@@ -101,8 +102,8 @@ def latency(fn, warmup: int = 3, repeats: int = 10, clock=time.perf_counter) -> 
         start = clock()
         fn()
         times[i] = clock() - start
-    q1, median, q3 = np.percentile(times, [25, 50, 75])
-    return Latency(times, float(median), float(q1), float(q3))
+    q1, median, q3 = quartiles(times)
+    return Latency(times, median, q1, q3)
 
 
 def by_operation(events: list[OpEvent], wall_seconds: float | None = None) -> list[OpRow]:
