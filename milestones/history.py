@@ -10,8 +10,6 @@ imports tinytorch.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from rich.panel import Panel
@@ -44,19 +42,10 @@ def header(milestone: Milestone, opts: RunOptions, title: str, story: str) -> No
 
 
 def _write(path: Path, write) -> Path:
-    """Create `path` by `write(binary_file)` on a temporary twin, then one rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """The package's one atomic writer (a given file, there from the first module on)."""
+    from tinytorch.core.checkpoint import write_atomic
+
+    return write_atomic(path, write)
 
 
 def write_json(path: Path, payload: dict) -> Path:

@@ -21,7 +21,7 @@ from rich.table import Table
 from milestones import runs, tokens, training
 from milestones.corpus import Corpus, default_corpus, read_corpus, split
 from milestones.errors import MilestoneError
-from milestones.output import keep_previous, prepare_out, write_json
+from milestones.output import keep_earlier, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
@@ -146,7 +146,7 @@ def plot(results: dict, path):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from tinytorch.core.training import write_atomic
+    from tinytorch.core.checkpoint import write_atomic
 
     figure = Figure(figsize=(6.5, 4))
     FigureCanvasAgg(figure)
@@ -195,7 +195,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     llama_cfg = matched_llama(name, vocab.vocab_size, count_parameters(gpt))
     seed_everything(seed)
     llama = Llama.from_config(llama_cfg)
-    kept = keep_previous(opts.out, list(RUN_FILES))
+    kept = keep_earlier(opts.out, list(RUN_FILES))
     if kept is not None:
         console.print(f"the earlier run in {opts.out} was moved to {kept}", highlight=False)
     console.print(

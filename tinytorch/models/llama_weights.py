@@ -145,7 +145,7 @@ def to_hf_state_dict(model) -> dict[str, np.ndarray]:
 
 def save_llama(model, folder, tokenizer=None) -> list[str]:
     """Write `folder` as `save_pretrained` would, plus the tokenizer; returns the file names."""
-    from tinytorch.core.training import write_atomic  # module 07: the package's one writer
+    from tinytorch.core.checkpoint import write_atomic  # the package's one writer
     from tinytorch.models.huggingface import (
         CONFIG_FILE,
         TOKENIZER_FILE,
