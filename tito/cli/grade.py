@@ -281,3 +281,39 @@ def _report(scores: gradebook.Scores, title: str, only: list[str] | None = None)
         if entry.reason and entry.status != GRADED:
             line = f"{name}: {entry.status}: {entry.reason}"
             console.print(escape(terminal_text(line)), soft_wrap=True)
+
+
+@app.command("student-edition")
+def student_edition(
+    out: Annotated[
+        Path,
+        typer.Argument(
+            help="Folder of the edition: a new one, or an earlier edition to update.",
+            show_default=False,
+        ),
+    ],
+    published: Annotated[
+        str,
+        typer.Option(
+            help="Modules whose reference the edition holds, e.g. 01-07 or 1,3,5-6 "
+            "(default: none; every other module has stubs only)."
+        ),
+    ] = "",
+) -> None:
+    """Write the repository students get: every unpublished module's solutions replaced by
+    their stubs (in modules/ and in tinytorch/), checked to hold none of their lines, committed
+    as a fresh git repository (or as a new commit on an earlier edition)."""
+    from tito.grading import edition
+
+    made = edition.build(out, edition.parse_published(published))
+    shown = ", ".join(f"{m.number:02d}" for m in made.published) or "none"
+    verb = "updated" if made.updated else "wrote"
+    ok(
+        f"{verb} the student edition {made.folder}: {made.files} files, "
+        f"{made.size / 1e6:.1f} MB, reference published for {shown}; commit {made.commit[:10]}"
+    )
+    console.print(
+        "next: push it to the course's repository; students clone it and run "
+        f"[name]{escape('pip install -e .[test]')}[/name]",
+        soft_wrap=True,
+    )
