@@ -176,11 +176,15 @@ def archived(folder: Path, module: CourseModule) -> dict[str, Path]:
     """Earlier terms' notebooks of this module under `folder` (a course folder or any tree)."""
     if not folder.is_dir():
         raise TitoError(f"no folder {folder} to read earlier submissions from")
+    if (folder / layout.SUBMITTED).is_dir():  # a course folder: its submissions only
+        folder = folder / layout.SUBMITTED
     found = {}
     for path in sorted(folder.rglob(layout.notebook_file(module))):
         if ".ipynb_checkpoints" in path.parts:
             continue
-        found[ARCHIVE + path.parent.relative_to(folder).as_posix()] = path
+        where = path.parent.relative_to(folder)
+        where = where.parent if where.name == layout.assignment_id(module) else where
+        found[ARCHIVE + where.as_posix()] = path
     return found
 
 
@@ -256,8 +260,10 @@ def _pair(a: str, b: str, one: _Submission, two: _Submission) -> Pair | None:
             slices_b += _slices(cut_b, two.starts[grade_id])
     if not shared_a or not one.own or not two.own:
         return None
-    share_a, share_b = shared_a / one.own, shared_b / two.own
-    return Pair(a, b, max(share_a, share_b), share_a, share_b, round(shared_a), slices_a, slices_b)
+    share_a, share_b = float(shared_a / one.own), float(shared_b / two.own)
+    return Pair(
+        a, b, max(share_a, share_b), share_a, share_b, int(round(shared_a)), slices_a, slices_b
+    )
 
 
 def compare(
@@ -321,6 +327,7 @@ def run(
 
 
 def record_path(course: Path, module: CourseModule) -> Path:
+    """The record grades.csv reads (csv_value)."""
     return course / "tito" / "similarity" / f"{layout.assignment_id(module)}.json"
 
 
@@ -344,14 +351,15 @@ def save(course: Path, module: CourseModule, result: Result) -> tuple[Path, Path
     return record_path(course, module), report_path(course, module)
 
 
-def csv_value(course: Path, module: CourseModule, student: str) -> str:
-    """grades.csv's similarity cell: the highest match and with whom ('' when never checked);
-    marked FLAGGED at or above the threshold the check ran with."""
+def csv_value(course: Path, assignment: str, student: str) -> str:
+    """grades.csv's similarity cell for one assignment (NN_slug): the highest match and with
+    whom ('' when never checked), marked FLAGGED at or above the threshold the check ran with."""
     try:
-        record = json.loads(record_path(course, module).read_text(encoding="utf-8"))
+        path = course / "tito" / "similarity" / f"{assignment}.json"
+        record = json.loads(path.read_text(encoding="utf-8"))
         best = record["best"].get(student)
         threshold = float(record["settings"]["threshold"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return ""
     if not best:
         return ""
