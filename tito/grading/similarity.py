@@ -28,6 +28,7 @@ from tito.curriculum.catalog import CourseModule
 from tito.curriculum.notebooks import read_notebook, read_source, student_notebook
 from tito.errors import TitoError
 from tito.grading import course as layout
+from tito.grading.similarity_report import SHOWN, page  # noqa: F401 (SHOWN: for the CLI)
 
 # The settings, with the defaults measured on tests/tito/similarity_class (docs/instructor.md):
 # an instructor changes them in nbgrader_config.py, e.g. `c.TitoSimilarity.threshold = 0.4`.
@@ -36,7 +37,6 @@ THRESHOLD = 0.35  # a pair is flagged when one side shares at least this share o
 NOISE = 30  # shortest run of normalised characters that can count as shared (copydetect's k)
 GUARANTEE = 36  # any shared run this long is always found (sets copydetect's winnowing window)
 MIN_OWN = 40  # a submission with fewer own normalised characters than this is too short to judge
-SHOWN = 50  # pairs listed in the terminal and in the report
 
 REFERENCE = "(reference)"
 ARCHIVE = "archive:"
@@ -120,32 +120,49 @@ def _solution_ids(notebook) -> list[str]:
     ]
 
 
+# nbgrader's stub (its ClearSolutions.code_stub for Python): what a course's release/ holds
+NBGRADER_STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
+
+
 class Release:
     """What the release of a module already holds: its solution cells as released (starter
-    code around each stub) and the text of all its code cells."""
+    code around each stub; tito's stub and, when the course has one, nbgrader's release) and
+    the text of all its code cells."""
 
-    def __init__(self, module: CourseModule):
+    def __init__(self, module: CourseModule, course: Path | None = None):
         notebook = student_notebook(module, paths.source(module))
         self.ids = _solution_ids(notebook)
-        self.cells = {
-            c.metadata["nbgrader"]["grade_id"]: c.source
-            for c in notebook.cells
-            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade_id") in self.ids
-        }
+        self.cells = _cells(notebook, self.ids)
         self.code = "\n\n".join(c.source for c in notebook.cells if c.cell_type == "code")
+        self.lines = {line.strip() for line in NBGRADER_STUB}
+        released = layout.notebook_path(course, layout.RELEASE, module) if course else None
+        if released is not None and released.is_file():
+            notebook = _read(released)
+            if notebook is not None:
+                for code in _cells(notebook, self.ids).values():
+                    self.lines.update(line.strip() for line in code.splitlines())
 
     def own(self, notebook) -> dict[str, str]:
         """grade id -> the lines of that solution cell that the release does not hold."""
-        by_id = {}
-        for cell in notebook.cells:
-            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-            if cell.get("cell_type") == "code" and grade_id in self.cells:
-                by_id[grade_id] = _added(self.cells[grade_id], cell.get("source", ""))
-        return {grade_id: by_id.get(grade_id, "") for grade_id in self.ids}
+        by_id = _cells(notebook, self.ids)
+        return {
+            grade_id: _added(self.cells[grade_id], by_id.get(grade_id, ""), self.lines)
+            for grade_id in self.ids
+        }
 
 
-def _added(released: str, written: str) -> str:
-    """The lines of `written` that are not lines of `released` (compared stripped, in order)."""
+def _cells(notebook, ids: list[str]) -> dict[str, str]:
+    found = {}
+    for cell in notebook.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if cell.get("cell_type") == "code" and grade_id in ids:
+            found[grade_id] = cell.get("source", "")
+    return found
+
+
+def _added(released: str, written: str, known: set[str] = frozenset()) -> str:
+    """The lines of `written` that are not lines of `released` (compared stripped, in order),
+    nor one of the `known` released lines."""
     theirs = written.splitlines()
     matcher = difflib.SequenceMatcher(
         None, [x.strip() for x in released.splitlines()], [x.strip() for x in theirs], False
@@ -154,7 +171,7 @@ def _added(released: str, written: str) -> str:
     for tag, _, _, start, end in matcher.get_opcodes():
         if tag in ("insert", "replace"):
             kept += theirs[start:end]
-    return "\n".join(line for line in kept if line.strip())
+    return "\n".join(line for line in kept if line.strip() and line.strip() not in known)
 
 
 def _read(path: Path) -> nbformat.NotebookNode | None:
@@ -284,7 +301,7 @@ def compare(
     pairs = []
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            if a in current or b in current:
+            if (a in current or b in current) and a not in short and b not in short:
                 pair = _pair(a, b, made[a], made[b])
                 if pair is not None:
                     pairs.append(pair)
@@ -300,7 +317,7 @@ def run(
 ) -> Result:
     """Compare the module's submissions with each other, the reference and the archive."""
     setting = setting or settings(course)
-    release = Release(module)
+    release = Release(module, course)
     found = submissions(course, module)
     if not found:
         raise TitoError(
@@ -345,8 +362,6 @@ def save(course: Path, module: CourseModule, result: Result) -> tuple[Path, Path
         "too_short": result.too_short,
     }
     paths.write_atomic(record_path(course, module), json.dumps(record, indent=1))
-    from tito.grading.similarity_report import page
-
     paths.write_atomic(report_path(course, module), page(result))
     return record_path(course, module), report_path(course, module)
 

@@ -8,6 +8,8 @@ import html
 
 from tito.inert import clean_page
 
+SHOWN = 50  # pairs listed in the terminal and in the report
+
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em; }
 table.pairs td, table.pairs th { padding: 0.2em 0.8em; text-align: left; }
@@ -33,10 +35,8 @@ def marked(text: str, slices: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
-def page(result, shown: int | None = None) -> str:
-    from tito.grading.similarity import SHOWN
-
-    shown = SHOWN if shown is None else shown
+def page(result, shown: int = SHOWN) -> str:
+    """The report of a similarity.Result."""
     setting = result.settings
     flagged = result.flagged()
     listed = result.pairs[: max(shown, len(flagged))]
