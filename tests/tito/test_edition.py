@@ -149,6 +149,9 @@ def test_a_student_completes_module_08_in_the_edition(made, cli, monkeypatch):
     monkeypatch.delenv("PYTEST_ADDOPTS")
     assert stubbed.exit_code == 1 and "not recorded" in stubbed.output
 
+    before = cli("milestone", "run", "mlp", "--quick")  # needs 01-08: 08 holds stubs still
+    assert before.exit_code == 1 and "08_dataloader" in before.output
+
     diagnosed = cli("diagnose", "8")
     assert diagnosed.exit_code == 1
     assert "does not hold" in diagnosed.output and "grade feedback 8 --diagnose" in diagnosed.output
@@ -162,6 +165,8 @@ def test_a_student_completes_module_08_in_the_edition(made, cli, monkeypatch):
     assert progress["completed"]["8"]["failed"] == 0 and progress["completed"]["8"]["passed"] > 0
     tested = cli("test", "8")
     assert tested.exit_code == 0, tested.output
+    mlp = cli("milestone", "run", "mlp", "--quick")  # 01-07 published, 08 the student's
+    assert mlp.exit_code == 0, mlp.output
     status = cli("module", "status")
     assert status.exit_code == 0
     assert re.search(r"08 .*dataloader.*complete", status.output), status.output
