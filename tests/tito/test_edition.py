@@ -180,3 +180,30 @@ def test_a_student_completes_module_08_in_the_edition(made, cli, monkeypatch):
         check=True,
     ).stdout.splitlines()
     assert changed == [" M tinytorch/data/loader.py"]
+
+
+def test_published_lists_read_as_modules():
+    numbers = lambda spec: [m.number for m in edition.parse_published(spec)]  # noqa: E731
+    assert numbers("01-07") == [1, 2, 3, 4, 5, 6, 7]
+    assert numbers("1,3,5-6") == [1, 3, 5, 6]
+    assert numbers("transformers,2") == [2, 13]
+    assert numbers("") == [] and numbers("none") == []
+    assert numbers("all") == [m.number for m in MODULES]
+    for bad, said in [("7-1", "runs backwards"), ("1-2-3", "cannot read"), ("42", "no module 42")]:
+        with pytest.raises(edition.TitoError, match=said):
+            edition.parse_published(bad)
+
+
+def test_a_leaking_edition_is_refused_and_nothing_committed(tmp_path, monkeypatch):
+    readme = (PACKAGE_ROOT / "README.md").read_text().splitlines()
+    line = next(x for x in readme if len(x.strip()) > 40)
+    monkeypatch.setattr(edition, "secrets", lambda *args: {normal(line)})
+    with pytest.raises(edition.TitoError, match=r"would hold \d+ line"):
+        edition.build(tmp_path / "out", [], root=PACKAGE_ROOT)
+    assert not (tmp_path / "out" / ".git").exists()
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    with pytest.raises(edition.TitoError, match="not a student edition"):
+        edition.build(tmp_path / "busy", [], root=PACKAGE_ROOT)
+    with pytest.raises(edition.TitoError, match="inside the course repository"):
+        edition.build(PACKAGE_ROOT / "workspace" / "edition", [], root=PACKAGE_ROOT)
