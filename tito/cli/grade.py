@@ -329,8 +329,13 @@ def _similar(folder: Path, module, students: set[str]) -> None:
     try:
         result = similarity.run(folder, module)
         similarity.save(folder, module, result)
-    except (TitoError, ModuleNotFoundError) as err:
-        console.print(f"[note]similarity not checked: {escape(str(err))}[/note]", soft_wrap=True)
+    except Exception as err:  # the grades are recorded; a failed check must not hide them
+        console.print(
+            f"[note]similarity not checked ({type(err).__name__}: "
+            f"{escape(terminal_text(str(err)))}); "
+            f"see `tito grade similarity {module.number}`[/note]",
+            soft_wrap=True,
+        )
         return
     pairs = [p for p in result.flagged() if {p.a, p.b} & students]
     if not pairs:
