@@ -8,7 +8,7 @@ import html
 
 from tito.inert import clean_page
 
-SHOWN = 50  # pairs listed in the terminal and in the report
+SHOWN = 50  # pairs listed in the terminal (the report lists them all)
 
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em; }
@@ -35,24 +35,29 @@ def marked(text: str, slices: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
-def page(result, shown: int = SHOWN) -> str:
-    """The report of a similarity.Result."""
+def page(result) -> str:
+    """The report of a similarity.Result: a table of every pair with shared code, then the
+    flagged pairs (and at least the ten highest) side by side."""
     setting = result.settings
     flagged = result.flagged()
-    listed = result.pairs[: max(shown, len(flagged))]
     esc = html.escape
     rows = []
-    for number, pair in enumerate(listed, 1):
+    for number, pair in enumerate(result.pairs, 1):  # the table: every pair with shared code
         mark = ' class="flagged"' if pair.score >= setting.threshold else ""
         rows.append(
             f"<tr{mark}><td>{number}</td><td>{pair.score:.2f}</td><td>{esc(pair.a)}</td>"
             f"<td>{pair.share_a:.2f}</td><td>{esc(pair.b)}</td><td>{pair.share_b:.2f}</td>"
-            f'<td><a href="#pair-{number}">side by side</a></td></tr>'
+            + (
+                f'<td><a href="#pair-{number}">side by side</a></td>'
+                if number <= 10 or mark
+                else ""
+            )
+            + "</tr>"
         )
     sections = []
-    for number, pair in enumerate(listed, 1):
+    for number, pair in enumerate(result.pairs, 1):
         if pair.score < setting.threshold and number > 10:
-            break  # the flagged pairs, and at least the ten highest
+            break
         left = marked(result.texts[pair.a], pair.slices_a)
         right = marked(result.texts[pair.b], pair.slices_b)
         sections.append(
