@@ -133,3 +133,10 @@ def test_thresholds_are_settings(klass):
     assert similarity.settings(course, threshold=0.5).threshold == 0.5
     done = tito("grade", "similarity", "13", "--course", course, "--threshold", "2")
     assert done.exit_code == 1 and "threshold must be in (0, 1]" in done.output
+    (course / "nbgrader_config.py").write_text(
+        (course / "nbgrader_config.py").read_text() + "\nc.TitoSimilarity.noise = 'long'\n"
+    )
+    done = tito("grade", "similarity", "13", "--course", course)
+    assert done.exit_code == 1 and "c.TitoSimilarity.noise in nbgrader_config.py is 'long'" in (
+        " ".join(done.output.split())
+    )

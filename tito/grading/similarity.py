@@ -8,9 +8,9 @@ tokens whose names and strings are normalised, so renaming variables or rewordin
 changes nothing); docs/instructor.md says how the thresholds below were chosen.
 
 A pair's score is the larger of the two shares: the part of one submission's own code that is
-also in the other. A student who copied one function of four from a classmate shares about a
-quarter of their code; two honest students share a few idioms (`x.mean(axis=-1,
-keepdims=True)`) and score under a tenth.
+also in the other. On module 13, a student who copied one function of four from a classmate
+shares 0.41 of their code; two honest students share a few idioms (`x.mean(axis=-1,
+keepdims=True)`, a loop over the blocks) and score at most 0.25.
 """
 
 from __future__ import annotations
@@ -63,9 +63,16 @@ def settings(course: Path | None = None, threshold: float | None = None) -> Sett
     values = {}
     if course is not None:
         section = layout.course_config(course).get(SETTINGS_SECTION, {})
-        for name in ("threshold", "noise", "guarantee"):
+        for name, kind in (("threshold", float), ("noise", int), ("guarantee", int)):
             if name in section:
-                values[name] = section[name]
+                try:
+                    values[name] = kind(section[name])
+                except (TypeError, ValueError):
+                    raise TitoError(
+                        f"c.{SETTINGS_SECTION}.{name} in nbgrader_config.py is "
+                        f"{section[name]!r}, not a number",
+                        hint=f"set it to a {kind.__name__}, or delete the line for the default",
+                    ) from None
     if threshold is not None:
         values["threshold"] = threshold
     return Settings(**values)
