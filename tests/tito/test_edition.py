@@ -55,7 +55,8 @@ def given_lines() -> set[str]:
     for name in tracked:
         if name in derived or name.startswith(edition.LEFT_OUT) or name.endswith(".gz"):
             continue
-        lines.update(normal(line) for line in (PACKAGE_ROOT / name).read_text().splitlines())
+        text = (PACKAGE_ROOT / name).read_text(encoding="utf-8", errors="replace")
+        lines.update(normal(line) for line in text.splitlines())
     for module in MODULES:
         release = notebooks.student_notebook(module, PACKAGE_ROOT / module.source)
         for cell in release.cells:
