@@ -174,6 +174,13 @@ def test_export_csv_and_report(course: Course, tmp_path: Path):
         rows = {row["student_id"]: row for row in csv.DictReader(handle)}
     assert float(rows["reference"]["score"]) == float(rows["reference"]["max_score"])
     assert float(rows["untouched"]["score"]) == 0
+    # autograde checked similarity: the reference's copies are flagged, the blank has no code
+    assert rows["reference"]["similarity"].startswith("FLAGGED 1.00 with ")
+    assert rows["partial"]["similarity"] == "FLAGGED 1.00 with (reference)"
+    assert rows["untouched"]["similarity"] == ""
+    summary = said(course.autograde)
+    assert "similar code" in summary and "grades unchanged" in summary
+    assert "the reference solution and partial: 1.00" in summary
     done = tito("grade", "report", course.module.number, "--course", course.path)
     assert done.exit_code == 0, done.output
     assert "reference" in done.output and f"{course.scores.max_total:g}" in done.output

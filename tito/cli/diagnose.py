@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from tito.cli.console import console, ok
 from tito.curriculum.catalog import complete_key, find
+from tito.errors import TitoError
 
 
 def diagnose(
@@ -27,9 +28,17 @@ def diagnose(
     name the first operation where your numbers differ: forward or backward, how far off, where
     in your notebook, and a likely cause. Shows no reference code and no test code.
     """
+    from tito.grading.edition import holds_reference
     from tito.student.diagnose import diagnose as run
 
     module = find(key)
+    if not holds_reference(module):  # a student edition, before the module is published
+        raise TitoError(
+            f"tito diagnose compares your module {module.number:02d} with the reference "
+            "solution, which this student edition does not hold",
+            hint=f"your instructor can diagnose your submission with "
+            f"`tito grade feedback {module.number} --diagnose`",
+        )
     result = run(module, notebook, seed=seed)
     console.print(f"diagnose {module.name}: {len(result.checks)} checks, seed {seed}")
     for note in result.notes:

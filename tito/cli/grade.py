@@ -189,6 +189,7 @@ def autograde(
     graded = [o for o in outcomes if o.ok]
     if graded:
         _report(gradebook.scores(folder, module), module.name, only=[o.student for o in outcomes])
+        _similar(folder, module, {o.student for o in graded})
     failed = len(outcomes) - len(graded)
     if failed:
         raise TitoError(
@@ -281,3 +282,131 @@ def _report(scores: gradebook.Scores, title: str, only: list[str] | None = None)
         if entry.reason and entry.status != GRADED:
             line = f"{name}: {entry.status}: {entry.reason}"
             console.print(escape(terminal_text(line)), soft_wrap=True)
+
+
+@app.command("student-edition")
+def student_edition(
+    out: Annotated[
+        Path,
+        typer.Argument(
+            help="Folder of the edition: a new one, or an earlier edition to update.",
+            show_default=False,
+        ),
+    ],
+    published: Annotated[
+        str,
+        typer.Option(
+            help="Modules whose reference the edition holds, e.g. 01-07 or 1,3,5-6 "
+            "(default: none; every other module has stubs only)."
+        ),
+    ] = "",
+) -> None:
+    """Write the repository students get: every unpublished module's solutions replaced by
+    their stubs (in modules/ and in tinytorch/), checked to hold none of their lines, committed
+    as a fresh git repository (or as a new commit on an earlier edition)."""
+    from tito.grading import edition
+
+    made = edition.build(out, edition.parse_published(published))
+    shown = ", ".join(f"{m.number:02d}" for m in made.published) or "none"
+    verb = "updated" if made.updated else "wrote"
+    ok(
+        f"{verb} the student edition {made.folder}: {made.files} files, "
+        f"{made.size / 1e6:.1f} MB, reference published for {shown}; commit {made.commit[:10]}"
+    )
+    console.print(
+        "next: push it to the course's repository; students clone it and run "
+        f"[name]{escape('pip install -e .[test]')}[/name]",
+        soft_wrap=True,
+    )
+
+
+def _similar(folder: Path, module, students: set[str]) -> None:
+    """After autograde: name the graded students whose code matches the reference or another
+    submission above the threshold. The grades stay as they are; a person decides."""
+    from tito.grading import similarity
+    from tito.inert import terminal_text
+
+    try:
+        result = similarity.run(folder, module)
+        similarity.save(folder, module, result)
+    except Exception as err:  # the grades are recorded; a failed check must not hide them
+        console.print(
+            f"[note]similarity not checked ({type(err).__name__}: "
+            f"{escape(terminal_text(str(err)))}); "
+            f"see `tito grade similarity {module.number}`[/note]",
+            soft_wrap=True,
+        )
+        return
+    pairs = [p for p in result.flagged() if {p.a, p.b} & students]
+    if not pairs:
+        console.print(f"similarity: no pair at or above {result.settings.threshold:.2f}")
+        return
+    console.print(
+        f"[bad]similar code[/bad] (at or above {result.settings.threshold:.2f}; grades unchanged, "
+        f"a person decides; side by side: {similarity.report_path(folder, module)}):",
+        soft_wrap=True,
+    )
+    for pair in pairs:
+        a, b = (escape(terminal_text(_shown_name(n))) for n in (pair.a, pair.b))
+        console.print(f"  {a} and {b}: {pair.score:.2f}", soft_wrap=True)
+
+
+def _shown_name(name: str) -> str:
+    from tito.grading.similarity import REFERENCE
+
+    return "the reference solution" if name == REFERENCE else name
+
+
+@app.command()
+def similarity(
+    key: ModuleArg,
+    course: CourseOpt = None,
+    archive: Annotated[
+        Path | None,
+        typer.Option(
+            help="Earlier terms' submissions of this module (a course folder or any folder "
+            "holding NN_slug/slug.ipynb notebooks), compared with this term's."
+        ),
+    ] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            help="Flag a pair when one side shares at least this share of its own code "
+            "(default 0.35, or c.TitoSimilarity.threshold in nbgrader_config.py)."
+        ),
+    ] = None,
+) -> None:
+    """Compare every submission's solution code with every other's, with the reference and with
+    --archive, after discounting what the release holds (starter code, given cells). Writes a
+    ranked list here, the best match per student for grades.csv, and an HTML report side by side."""
+    from tito.grading import similarity as check
+    from tito.inert import terminal_text
+
+    folder = _course(course)
+    module = find(key)
+    result = check.run(folder, module, archive, check.settings(folder, threshold))
+    record, page = check.save(folder, module, result)
+    limit = result.settings.threshold
+    table = Table(title=f"similarity: {module.name}", title_justify="left")
+    for name, justify in (("#", "right"), ("score", "right"), ("a", "left"), ("b", "left")):
+        table.add_column(name, justify=justify, overflow="fold")
+    table.add_column("shares a / b", justify="right", no_wrap=True)
+    shown = result.pairs[: max(check.SHOWN, len(result.flagged()))]
+    for number, pair in enumerate(shown, 1):
+        style = "bad" if pair.score >= limit else None
+        a, b = (escape(terminal_text(_shown_name(n))) for n in (pair.a, pair.b))
+        shares = f"{pair.share_a:.2f} / {pair.share_b:.2f}"
+        table.add_row(str(number), f"{pair.score:.2f}", a, b, shares, style=style)
+    console.print(table)
+    if len(result.pairs) > len(shown):
+        console.print(f"[note]{len(result.pairs) - len(shown)} lower pairs in the report[/note]")
+    if result.too_short:
+        names = ", ".join(escape(terminal_text(n)) for n in result.too_short)
+        console.print(f"[note]too little own code to judge: {names}[/note]", soft_wrap=True)
+    flagged = len(result.flagged())
+    console.print(
+        f"{len(result.texts)} notebooks, {flagged} pair(s) at or above {limit:.2f}; report "
+        f"{paths.shown(page)}; grades.csv takes the best match per student from "
+        f"{paths.shown(record)} (tito grade export)",
+        soft_wrap=True,
+    )

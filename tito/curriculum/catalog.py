@@ -212,17 +212,28 @@ def dependents(module: CourseModule) -> list[CourseModule]:
     return [m for m in MODULES if module in closure(m)]
 
 
+def stub_marker(module: CourseModule) -> str:
+    """What a stubbed solution region raises (tito/curriculum/notebooks.py writes the stub): a
+    package file holding it is not written yet (a student edition ships such files)."""
+    return f'NotImplementedError("module {module.number:02d} {module.slug}: write this part")'
+
+
 def missing(numbers: tuple[int, ...], root: Path) -> list[CourseModule]:
-    """The modules among `numbers` and their closure with a package file absent under `root`.
+    """The modules among `numbers` and their closure with a package file absent under `root`, or
+    still holding the stubs of a student edition.
 
     The one prerequisite check: `module complete` asks it for a module's requirements, `milestone
     run` for a milestone's (milestones list their module numbers and import nothing from tito).
     """
-    return [
-        m
-        for m in closure(tuple(numbers))
-        if not all((root / f).is_file() for f in m.package_files())
-    ]
+    return [m for m in closure(tuple(numbers)) if not _written(m, root)]
+
+
+def _written(module: CourseModule, root: Path) -> bool:
+    files = [root / f for f in module.package_files()]
+    if not all(f.is_file() for f in files):
+        return False
+    marker = stub_marker(module)
+    return not any(marker in f.read_text(encoding="utf-8", errors="replace") for f in files)
 
 
 def find(key: str | int) -> CourseModule:

@@ -25,6 +25,7 @@ from tito.curriculum import paths
 from tito.curriculum.catalog import MODULES, CourseModule
 from tito.errors import TitoError
 from tito.grading import course as layout
+from tito.grading import similarity
 from tito.inert import csv_row
 
 GRADED = "graded"
@@ -33,7 +34,7 @@ UNGRADABLE = "ungradable"
 NOT_GRADED = "not autograded yet"
 MISSING = "no submission"
 
-CSV_COLUMNS = [  # nbgrader's CSV export, then tito's two
+CSV_COLUMNS = [  # nbgrader's CSV export, then tito's three
     "assignment",
     "duedate",
     "timestamp",
@@ -47,6 +48,7 @@ CSV_COLUMNS = [  # nbgrader's CSV export, then tito's two
     "max_score",
     "status",
     "reason",
+    "similarity",  # the highest code match and with whom (tito/grading/similarity.py)
 ]
 
 
@@ -243,6 +245,7 @@ def export_csv(course: Path, to: Path | None = None) -> Path:
                         "max_score": float(assignment.max_score),
                         "status": entry.status,
                         "reason": entry.reason,
+                        "similarity": similarity.csv_value(course, assignment.name, student),
                     }
                 )
     text = io.StringIO(newline="")
