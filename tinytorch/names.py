@@ -12,42 +12,24 @@ home and from every path listed here, and checks the course numbers against tito
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import sys
 import types
 
-# The course module that writes each home file (tito/curriculum/catalog.py's exports say the same; a test
-# compares them). Given files are not listed: they are always in the package.
-COURSE = {
-    "core.tensor": "01 tensor",
-    "core.activations": "02 activations",
-    "core.layers": "03 layers",
-    "core.losses": "04 losses",
-    "core.autograd": "05 autograd",
-    "core.optimizers": "06 optimizers",
-    "core.training": "07 training",
-    "data.loader": "08 dataloader",
-    "core.spatial": "09 convolutions",
-    "text.tokenization": "10 tokenization",
-    "text.embeddings": "11 embeddings",
-    "core.attention": "12 attention",
-    "nn.normalization": "13 transformers",
-    "nn.feedforward": "13 transformers",
-    "models.transformer": "13 transformers",
-    "profile.flops": "14 profiling",
-    "profile.profiler": "14 profiling",
-    "compress.quantization": "15 quantization",
-    "compress.pruning": "16 compression",
-    "compress.lowrank": "16 compression",
-    "compress.distillation": "16 compression",
-    "memo.kvcache": "17 memoization",
-    "memo.generation": "17 memoization",
-    "accel.kernels": "18 acceleration",
-    "accel.optim": "18 acceleration",
-    "bench.harness": "19 benchmarking",
-    "olympics.rules": "20 capstone",
-    "nn.llama": "21 llama",
-    "models.llama": "21 llama",
-}
+# The course module that writes each home file ("core.tensor" -> "01 tensor"), as tito's module
+# table says: tito's exporter writes it into tinytorch/course.json with every export, and
+# `tito module export --all --check` fails when it drifts. Given files are not listed: they are
+# always in the package.
+COURSE_FILE = "course.json"
+
+
+def course() -> dict[str, str]:
+    """The course module that writes each home file, read from tinytorch/course.json."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), COURSE_FILE)
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
 
 TOP, NN, OPTIM, F = "tinytorch", "tinytorch.nn", "tinytorch.optim", "tinytorch.nn.functional"
 CORE_EMB, CORE_TF = "tinytorch.core.embeddings", "tinytorch.core.transformer"
@@ -128,7 +110,7 @@ def offered(path: str) -> list[str]:
 
 
 def _missing(path: str, name: str, module: str) -> ImportError:
-    number, slug = COURSE[module.removeprefix("tinytorch.")].split()
+    number, slug = course()[module.removeprefix("tinytorch.")].split()
     return ImportError(
         f"{path}.{name} comes from course module {number} {slug}, which this tinytorch does not "
         f"have yet: tito module complete {int(number)} (or tito module export {int(number)} for "
@@ -167,7 +149,7 @@ def lazy_module(path: str, subpackages: tuple[str, ...] = ()):
         try:
             module = importlib.import_module(where)
         except ModuleNotFoundError as err:
-            if (err.name or "").removeprefix("tinytorch.") not in COURSE:
+            if (err.name or "").removeprefix("tinytorch.") not in course():
                 raise
             raise _missing(path, name, err.name) from None
         return getattr(module, name)

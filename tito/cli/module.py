@@ -254,6 +254,7 @@ def export(
     done = progress.load()
     if check:
         diffs = [d for m in chosen for d in lifecycle.check_reference(m, done)]
+        diffs += lifecycle.check_course_map()
         for d in diffs:
             console.print(d, markup=False)
         if diffs:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import nbformat
 
 from tito.curriculum import paths
-from tito.curriculum.catalog import CourseModule
+from tito.curriculum.catalog import MODULES, CourseModule
 from tito.curriculum.notebooks import BEGIN_SOLUTION, END_SOLUTION, directives, parse_python
 from tito.errors import TitoError
 
@@ -238,3 +239,14 @@ def drift(files: dict[Path, str], package_dir: Path) -> list[str]:
             )
             diffs.append("".join(list(diff)[:40]))
     return diffs
+
+
+COURSE_MAP = "course.json"  # tinytorch/course.json: which course module writes each package file
+
+
+def course_map() -> str:
+    """tinytorch/course.json's text, from the module table: each exported package module and the
+    course module that writes it ("core.tensor": "01 tensor"), for tinytorch/names.py, which
+    names the module to complete when a name's home is not in the package yet."""
+    table = {dotted: f"{m.number:02d} {m.slug}" for m in MODULES for dotted in m.exports}
+    return json.dumps(table, indent=1) + "\n"

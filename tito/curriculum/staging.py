@@ -20,8 +20,8 @@ def reference_files(module: CourseModule) -> dict[Path, str]:
 
 def copy_package(source: Path, target: Path) -> None:
     """Copy tinytorch/ for staging: contents only, so a read-only original stays writable here."""
-    for path in sorted(source.rglob("*.py")):
-        if "__pycache__" in path.parts:
+    for path in sorted([*source.rglob("*.py"), source / exporter.COURSE_MAP]):
+        if "__pycache__" in path.parts or not path.is_file():
             continue
         dest = target / path.relative_to(source)
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -32,7 +32,8 @@ def _stage_skeleton(into: Path) -> Path:
     """tinytorch/ under `into` with the package's __init__ files and the given files."""
     package = into / "tinytorch"
     source = paths.root() / "tinytorch"
-    for path in [*source.rglob("__init__.py"), *(source.parent / name for name in GIVEN)]:
+    given = [source.parent / name for name in GIVEN]
+    for path in [*source.rglob("__init__.py"), source / exporter.COURSE_MAP, *given]:
         if path.is_file():
             target = package / path.relative_to(source)
             target.parent.mkdir(parents=True, exist_ok=True)

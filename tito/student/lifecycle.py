@@ -62,12 +62,22 @@ def export_reference(modules: list[CourseModule], force: bool = False) -> list[P
     writes = {
         package / rel: text for m in modules for rel, text in staging.reference_files(m).items()
     }
+    writes[package / exporter.COURSE_MAP] = exporter.course_map()
     if kept:
         forgotten = progress.without(*(m.number for m in kept))
         if forgotten is not None:
             writes[progress.file()] = forgotten
     paths.write_all(writes)
     return [p for p in writes if p.is_relative_to(package)]
+
+
+def check_course_map() -> list[str]:
+    """Drift of tinytorch/course.json from the module table."""
+    path = paths.root() / "tinytorch" / exporter.COURSE_MAP
+    found = path.read_text(encoding="utf-8") if path.is_file() else None
+    return (
+        [] if found == exporter.course_map() else [f"{paths.shown(path)} is not the module table's"]
+    )
 
 
 def check_reference(module: CourseModule, done: dict | None = None) -> list[str]:
