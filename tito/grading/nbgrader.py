@@ -4,6 +4,7 @@ autograde, feedback. What the grades are is tito/grading/gradebook.py.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -16,12 +17,13 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_output
 from nbgrader.apps import NbGraderAPI
-from nbgrader.converters import Autograde
+from nbgrader.converters import Autograde, GenerateFeedback, NbGraderException
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets.config import Config
 
 from tito.curriculum import staging
 from tito.curriculum.catalog import CourseModule
-from tito.curriculum.notebooks import secret_lines
+from tito.curriculum.notebooks import AST_LOCK, secret_lines
 from tito.errors import TitoError
 from tito.grading import course as layout
 from tito.grading import scoring
@@ -91,6 +93,51 @@ def recording_preprocessors(scored: scoring.Scored) -> list:
     holding `scored`: it records the verdicts instead of executing cells."""
     steps = Autograde.class_traits()["autograde_preprocessors"].default()
     return [InjectVerdicts(scored, enabled=True) if step is Execute else step for step in steps]
+
+
+# --- one student's folder, literally ---------------------------------------------------------
+
+
+class OneFolder:
+    """Mixed into an nbgrader converter run for one student (student_id escaped by
+    layout.literal). nbgrader's own init_notebooks globs the notebooks inside each folder it
+    found with the folder's path unescaped: for a folder named `*` that takes in every student's
+    notebooks (and records its verdicts as theirs), for `[0-9]*` it finds another student's and
+    not its own. This is nbgrader's, with the folder's path escaped."""
+
+    def init_notebooks(self) -> None:
+        self.assignments, self.notebooks = {}, []
+        pattern = self._format_source(self.coursedir.assignment_id, self.coursedir.student_id)
+        for folder in glob.glob(pattern):
+            inside = os.path.join(glob.escape(folder), f"{self.coursedir.notebook_id}.ipynb")
+            found = glob.glob(inside)
+            if found:
+                self.assignments[folder] = found
+        if not self.assignments:
+            raise NbGraderException(f"No notebooks were matched by '{pattern}'")
+
+
+class LiteralAutograde(OneFolder, Autograde):
+    pass
+
+
+class LiteralFeedback(OneFolder, GenerateFeedback):
+    pass
+
+
+def _generate_feedback(api: NbGraderAPI, module: CourseModule, name: str) -> dict:
+    """nbgrader's generate_feedback for the one student folder `name` (NbGraderAPI's own,
+    with the converter that takes no other student's notebooks)."""
+    from nbgrader.apps.api import capture_log
+    from nbgrader.utils import temp_attrs
+
+    student_id = layout.literal(name)
+    with AST_LOCK, temp_attrs(api.coursedir, assignment_id=assignment_id(module),
+                              student_id=student_id):  # fmt: skip
+        app = LiteralFeedback(coursedir=api.coursedir, parent=api)
+        app.update_config(Config({"HTMLExporter": {"template_name": "feedback"}}))
+        app.force = True
+        return capture_log(app)
 
 
 # nbgrader's closing lines after any failure; the cause is logged before them
@@ -228,10 +275,17 @@ def students(
 def select_students(
     found: list[str], patterns: list[str] | None = None, shard: str | None = None
 ) -> list[str]:
-    """The students matching any of the glob patterns (all when none), then this grader's
-    share: shard "i/n" takes the names whose CRC-32 is i-1 modulo n, a split that every
-    grader computes alike and that stays put when a late submission arrives."""
-    chosen = [s for s in found if not patterns or any(fnmatch(s, p) for p in patterns)]
+    """The students named by any of `patterns` (all when none), then this grader's share:
+    shard "i/n" takes the names whose CRC-32 is i-1 modulo n, a split that every grader
+    computes alike and that stays put when a late submission arrives. A pattern that is some
+    student's exact name selects that student alone (a folder named `*` is not everyone);
+    any other is a glob."""
+    names = set(found)
+    chosen = [
+        s
+        for s in found
+        if not patterns or any(s == p if p in names else fnmatch(s, p) for p in patterns)
+    ]
     if patterns and not chosen:
         raise TitoError(
             f"no submission from {' or '.join(repr(p) for p in patterns)}",
@@ -307,6 +361,7 @@ def autograde(
     for name in names:
         notebook = layout.notebook_path(course, layout.SUBMITTED, module, name)
         try:
+            layout.check_student_name(name)
             submissions[name] = _read_submission(notebook)
         except TitoError as err:
             outcomes[name] = Outcome(name, False, err.message)
@@ -339,8 +394,12 @@ def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcom
     from nbgrader.apps.api import capture_log
     from nbgrader.utils import temp_attrs
 
-    with temp_attrs(api.coursedir, assignment_id=assignment_id(module), student_id=name):
-        app = Autograde(coursedir=api.coursedir, parent=api)
+    # nbgrader reads student_id as a glob: escaped, a folder named `*` is that folder alone
+    student_id = layout.literal(name)
+    # under the parsing lock: the scoring threads parse code while this records (CPython 3.11)
+    with AST_LOCK, temp_attrs(api.coursedir, assignment_id=assignment_id(module),
+                              student_id=student_id):  # fmt: skip
+        app = LiteralAutograde(coursedir=api.coursedir, parent=api)
         app.autograde_preprocessors = recording_preprocessors(scored)
         app.force, app.create_student = True, True
         result = capture_log(app)
@@ -378,7 +437,7 @@ def feedback(course: Path, module: CourseModule, student: str | None = None,
     outcomes = []
     reference = None
     for name in names:
-        result = api.generate_feedback(assignment_id(module), name, force=True)
+        result = _generate_feedback(api, module, name)
         html = layout.feedback_path(course, module, name)
         ok = result["success"] and html.exists()
         if ok and diagnose:
