@@ -380,7 +380,17 @@ def autograde(
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             running = {name: pool.submit(score, name) for name in submissions}
             for name, future in running.items():  # the gradebook is written from this thread
-                scored = future.result()
+                try:
+                    scored = future.result()
+                except TitoError as err:
+                    outcomes[name] = Outcome(name, False, err.message)
+                    continue
+                except (RecursionError, MemoryError, ValueError, TypeError, KeyError) as err:
+                    # what a sandbox sent back is bounded and checked before it is read; should
+                    # a reply still trip the reading, it costs its own submission, no other
+                    why = f"its sandbox's reply could not be read ({type(err).__name__})"
+                    outcomes[name] = Outcome(name, False, why)
+                    continue
                 outcomes[name] = _record(api, module, name, scored)
     found = [outcomes[name] for name in sorted(outcomes)]
 
@@ -465,6 +475,8 @@ def _add_diagnosis(html: Path, course: Path, module: CourseModule, name: str, re
                                                 unsafe)  # fmt: skip
     except TitoError as err:
         section = f"<p>No diagnosis: {escape(err.message)}</p>"
+    except Exception as err:  # noqa: BLE001 - a crafted trace costs its own diagnosis, no other
+        section = f"<p>No diagnosis: its trace could not be compared ({type(err).__name__})</p>"
     page = html.read_text(encoding="utf-8")
     at = page.rfind("</body>")
     page = page[:at] + section + page[at:] if at >= 0 else page + section
