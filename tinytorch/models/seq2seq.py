@@ -79,8 +79,8 @@ class TransformerEncoder(Module):
         ids = token_ids_2d(tokens, self.vocab_size)  # (B, S)
         _check_length(ids.shape[1], self.max_seq_len, "source")
         x = self.token_embedding(ids) + self.position_embedding(np.arange(ids.shape[1])[None])
-        for block in self.blocks:
-            x = block(x, mask=mask)  # a padding mask, or None: every position sees every other
+        for layer in self.blocks:
+            x = layer(x, mask=mask)  # a padding mask, or None: every position sees every other
         return self.ln_f(x)  # (B, S, C)
 
 
@@ -115,11 +115,11 @@ class Seq2SeqTransformer(Module):
         ids = token_ids_2d(target, self.vocab_size)  # (B, T)
         seq_len = ids.shape[1]
         _check_length(seq_len, self.max_seq_len, "target")
-        positions = np.arange(seq_len)[None]  # (1, T)
-        x = self.token_embedding(ids) + self.position_embedding(positions)  # (B, T, C)
+        x = self.token_embedding(ids)  # (B, T, C), then each position's own vector added
+        x = x + self.position_embedding(np.arange(seq_len).reshape(1, seq_len))
         mask = None if seq_len == 1 else causal_mask(seq_len)  # one query may see itself
-        for block in self.blocks:
-            x = block(x, memory, mask=mask, memory_mask=memory_mask)
+        for layer in self.blocks:
+            x = layer(x, memory, mask=mask, memory_mask=memory_mask)
         return self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
 
     @no_grad()
@@ -143,11 +143,11 @@ class Seq2SeqTransformer(Module):
         memory = self.encode(source, source_mask)  # (B, S, C), computed once
         out = np.full((memory.shape[0], 1), start_token)
         token_ids_2d(out, self.vocab_size)  # start_token must be a token id
-        rng = np.random.default_rng(seed)
+        draws = np.random.default_rng(seed)
         stopped = np.zeros(len(out), dtype=bool)
         for _ in range(max_new_tokens):
             logits = self.decode(out, memory, source_mask).data[:, -1]  # the whole prefix, (B, V)
-            next_ids = sample_next(logits, temperature, top_k, rng)  # (B,)
+            next_ids = sample_next(logits, temperature, top_k, draws)  # (B,)
             if stop_token is not None:
                 next_ids = np.where(stopped, stop_token, next_ids)
                 stopped |= next_ids == stop_token
