@@ -150,6 +150,13 @@ def grade_class(
     budget: Annotated[
         float, typer.Option(min=1, help="quality: CPU-seconds of training for each model.")
     ] = 60.0,
+    heldout: Annotated[
+        Path | None,
+        typer.Option(
+            help="Your own text file (at least 5,000 characters no student has seen) to measure "
+            "bits per character on, instead of Python's documentation, which every student has."
+        ),
+    ] = None,
 ) -> None:
     """Instructor: measure every student's submitted run (submitted/STUDENT/20_capstone/run/)
     in EVENT, one at a time against one baseline, into the gradebook's leaderboard table."""
@@ -160,7 +167,7 @@ def grade_class(
         raise TitoError(f"no event '{event}'", hint=f"choose one of: {', '.join(EVENT_NAMES)}")
     folder = find_course(course)
     results = class_olympics.measure_class(
-        folder, event, baseline, repeats, budget, paths.root() / "data"
+        folder, event, baseline, repeats, budget, paths.root() / "data", heldout
     )
     for r in results:
         who = class_olympics.shown(r.student)

@@ -86,18 +86,25 @@ def _check(folder: Path) -> Path:
 
 
 def measure_class(course: Path, event: str, baseline_run: Path, repeats: int = 5,
-                  budget: float = 60.0, data_dir: Path | None = None) -> list[Result]:  # fmt: skip
-    """Measure every submission in `event` against one baseline; store and return the results."""
+                  budget: float = 60.0, data_dir: Path | None = None,
+                  heldout: Path | None = None) -> list[Result]:  # fmt: skip
+    """Measure every submission in `event` against one baseline; store and return the results.
+    `heldout`, the instructor's own text file, is what quality is measured on (text no student
+    has, so no entry can have trained on it); without it, the default held-out text."""
     from milestones import MilestoneError
     from milestones import olympics as contest
     from tinytorch.olympics.rules import event as rules_of
 
     rules = rules_of(event)
     try:
+        text = contest.read_heldout(heldout) if heldout is not None else None
+    except MilestoneError as err:
+        raise TitoError(f"--heldout: {err.message}", hint=err.hint) from None
+    try:
         if rules.trained_within_budget:
             baseline = None  # trained once below, with the defaults, then reused
         else:
-            baseline = contest.measure(baseline_run, [], data_dir, repeats)
+            baseline = contest.measure(baseline_run, [], data_dir, repeats, heldout=text)
     except MilestoneError as err:
         raise TitoError(f"the baseline run {baseline_run}: {err.message}", hint=err.hint) from None
     results = []
@@ -105,7 +112,7 @@ def measure_class(course: Path, event: str, baseline_run: Path, repeats: int = 5
         try:
             run = _check(folder)
             record = contest.run_event(event, run, data_dir, repeats, budget, baseline,
-                                       untrusted=True)  # fmt: skip
+                                       untrusted=True, heldout=text)  # fmt: skip
         except (TitoError, MilestoneError) as err:
             results.append(Result(student, reason=str(getattr(err, "message", err))))
             continue
