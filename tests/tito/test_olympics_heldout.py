@@ -27,6 +27,9 @@ LECTURE = " ".join(
 )
 
 
+LONG = "x" * 129  # longer than the board's student column (PostgreSQL refuses it)
+
+
 @pytest.fixture(scope="module")
 def klass(tmp_path_factory):
     root = tmp_path_factory.mktemp("heldout")
@@ -37,10 +40,11 @@ def klass(tmp_path_factory):
     folder = root / "course"
     assert tito("grade", "init", folder).exit_code == 0
     assert tito("grade", "generate", 20, "--course", folder).exit_code == 0
-    target = folder / "submitted" / "ada" / "20_capstone" / "run"
-    target.mkdir(parents=True)
-    shutil.copy2(run / "checkpoint.npz", target / "checkpoint.npz")
-    (target / "olympics.json").write_text(json.dumps({"name": "ada", "transforms": []}))
+    for student in ("ada", "*", LONG):
+        target = folder / "submitted" / student / "20_capstone" / "run"
+        target.mkdir(parents=True)
+        shutil.copy2(run / "checkpoint.npz", target / "checkpoint.npz")
+        (target / "olympics.json").write_text(json.dumps({"name": "ada", "transforms": []}))
     notes = root / "notes.txt"
     notes.write_text(LECTURE)
     return root, folder, run, notes
@@ -51,11 +55,15 @@ def test_quality_is_measured_on_the_instructors_own_text(klass):
     done = tito("olympics", "grade", "size", "--course", folder, "--baseline", run,
                 "--repeats", 1, "--heldout", notes)  # fmt: skip
     assert done.exit_code == 0, done.output
-    row = class_olympics.board(folder)["size"][0]
+    rows = {r["student"]: r for r in class_olympics.board(folder)["size"]}
+    assert set(rows) == {"ada", "*"}  # a name is a name: `*` is one student
+    said = " ".join(done.output.split())
+    assert "not measured: the student folder 'xxxx" in said and "longer than the 128" in said
+    row = rows["ada"]
     loaded = load_run(run)
     on_notes = contest.heldout_bits(loaded, loaded.model, contest.read_heldout(notes))
     default = contest.heldout_bits(loaded, loaded.model, contest.heldout_text(loaded.corpus.text))
-    assert row["student"] == "ada"
+    assert rows["*"]["bits_per_char"] == row["bits_per_char"]
     assert row["bits_per_char"] == pytest.approx(on_notes, rel=1e-6)
     assert abs(on_notes - default) > 1e-3  # another text, another number
 

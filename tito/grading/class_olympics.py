@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tito.curriculum.catalog import find
 from tito.errors import TitoError
+from tito.grading.course import check_student_name
 from tito.inert import csv_row, terminal_text
 
 RUN_FOLDER = "run"  # inside submitted/<student>/20_capstone/
@@ -110,6 +111,7 @@ def measure_class(course: Path, event: str, baseline_run: Path, repeats: int = 5
     results = []
     for student, folder in submissions(course).items():
         try:
+            check_student_name(student)  # a name the board's table cannot hold stops no one
             run = _check(folder)
             record = contest.run_event(event, run, data_dir, repeats, budget, baseline,
                                        untrusted=True, heldout=text)  # fmt: skip
@@ -137,6 +139,10 @@ def store(course: Path, event: str, results: list[Result]) -> None:
     table.create(engine, checkfirst=True)
     rows = []
     for r in results:
+        try:
+            check_student_name(r.student)
+        except TitoError:
+            continue  # measured as not measurable, with its reason; there is no row for it
         m = r.record["measured"] if r.record else {}
         rows.append({
             "student": r.student, "event": event,
@@ -149,7 +155,7 @@ def store(course: Path, event: str, results: list[Result]) -> None:
             "measured_at": r.record["when"] if r.record else None,
         })  # fmt: skip
     with engine.begin() as connection:
-        students = [r.student for r in results]
+        students = [row["student"] for row in rows]
         if students:
             connection.execute(
                 delete(table).where(table.c.event == event, table.c.student.in_(students))
