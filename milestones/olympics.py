@@ -61,6 +61,29 @@ def heldout_text(training_text: str = "", limit: int = HELDOUT_CHARS) -> str:
     return text
 
 
+HELDOUT_FILE_BYTES = 4 * 2**20  # an instructor's held-out file is read up to this size
+
+
+def read_heldout(path: Path, limit: int = HELDOUT_CHARS) -> str:
+    """An instructor's own held-out text (`tito olympics grade --heldout FILE`): text no student
+    has, so no entry can have trained on it. Normalised like the corpus, at most `limit` chars."""
+    path = Path(path)
+    if not path.is_file():
+        raise MilestoneError(f"no held-out file at {path}", hint="give a plain-text file")
+    with open(path, "rb") as handle:
+        data = handle.read(HELDOUT_FILE_BYTES)
+    try:
+        text = normalise(data.decode("utf-8"))[:limit]
+    except UnicodeDecodeError as err:
+        raise MilestoneError(f"{path} is not UTF-8 text (byte {err.start})") from None
+    if len(text) < 5_000:
+        raise MilestoneError(
+            f"{path} holds {len(text)} characters of text; held-out text needs at least 5,000",
+            hint="use prose the students have not seen, e.g. your own lecture notes",
+        )
+    return text
+
+
 def read_manifest(folder: Path) -> dict:
     """The entrant's name and transformations; every other field is ignored."""
     path = Path(folder) / MANIFEST
@@ -239,8 +262,9 @@ def tokens_per_second(run: Run, transforms: list[str], data_dir: Path | None, re
 
 
 def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats: int = 5,
-            untrusted: bool = False):  # fmt: skip
-    """What the tool measures of a run with `transforms` applied: a module 20 `Measured`."""
+            untrusted: bool = False, heldout: str | None = None):  # fmt: skip
+    """What the tool measures of a run with `transforms` applied: a module 20 `Measured`.
+    `heldout` replaces the default held-out text (an instructor's own, read_heldout)."""
     from tinytorch.olympics.events import Measured
 
     run = load_run(folder, data_dir, untrusted)
@@ -248,7 +272,8 @@ def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats:
     # one short cached generation here first: a failure in the student's code then surfaces in
     # this process, where tito can name the module and cell (the timed ones run in another)
     model.generate(np.array([run.vocab.encode(PROMPT)]), 2, temperature=0, use_cache=True)
-    bits = heldout_bits(run, model, heldout_text(run.corpus.text))  # in this process too
+    text = heldout if heldout is not None else heldout_text(run.corpus.text)
+    bits = heldout_bits(run, model, text)  # in this process too
     return Measured(
         tokens_per_second=tokens_per_second(run, transforms, data_dir, repeats, untrusted),
         bytes=weight_bytes(model),
@@ -266,14 +291,16 @@ QUALITY_FOLDER = "olympics-quality"  # inside the entry's folder: the two models
 
 
 def run_event(event_name: str, folder: Path, data_dir: Path | None, repeats: int = 5,
-              budget: float = 60.0, baseline=None, untrusted: bool = False) -> dict:  # fmt: skip
+              budget: float = 60.0, baseline=None, untrusted: bool = False,
+              heldout: str | None = None) -> dict:  # fmt: skip
     """Measure the baseline and the entry, judge the entry by module 20's rules: one record.
 
     Speed, size and all-around measure the trained run in `folder` with and without the
     manifest's transformations. Quality trains two models under the same CPU-second `budget`,
     the default settings (the baseline) and the manifest's "train" choices, and measures both.
     A `baseline` given (a `Measured`, the same for a whole class) replaces the measured one;
-    `untrusted` bounds what a submitted run may ask for (milestones.runs.check_untrusted)."""
+    `untrusted` bounds what a submitted run may ask for (milestones.runs.check_untrusted);
+    `heldout`, an instructor's own text, replaces the default held-out text."""
     from dataclasses import replace
 
     from milestones import budget as clock
@@ -289,16 +316,18 @@ def run_event(event_name: str, folder: Path, data_dir: Path | None, repeats: int
         work = Path(folder) / QUALITY_FOLDER
         if baseline is None:
             base_cpu = clock.train(clock.settings({}), [], work / "baseline", budget, data_dir)
-            baseline = replace(measure(work / "baseline", [], data_dir, repeats),
+            baseline = replace(measure(work / "baseline", [], data_dir, repeats,
+                                       heldout=heldout),
                                train_cpu_seconds=base_cpu)  # fmt: skip
         entry_cpu = clock.train(job, manifest["transforms"], work / "entry", budget, data_dir)
         measured = work / "entry"
-        entry = replace(measure(measured, manifest["transforms"], data_dir, repeats),
+        entry = replace(measure(measured, manifest["transforms"], data_dir, repeats,
+                                heldout=heldout),
                         train_cpu_seconds=entry_cpu)  # fmt: skip
     else:
         if baseline is None:
-            baseline = measure(folder, [], data_dir, repeats, untrusted)
-        entry = measure(folder, manifest["transforms"], data_dir, repeats, untrusted)
+            baseline = measure(folder, [], data_dir, repeats, untrusted, heldout)
+        entry = measure(folder, manifest["transforms"], data_dir, repeats, untrusted, heldout)
     return {
         "event": rules.name,
         "name": manifest["name"],

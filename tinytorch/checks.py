@@ -41,9 +41,21 @@ def outputs(result) -> dict[str, np.ndarray]:
         value = getattr(value, "data", value)  # a Tensor gives its array
         array = np.asarray(value)
         if array.dtype.kind not in "biuf":
-            raise TypeError(f"'{name}' is not numeric (dtype {array.dtype})")
+            raise TypeError(_not_numeric(name, array))
         arrays[name] = array
     return arrays
+
+
+def _not_numeric(name: str, array: np.ndarray) -> str:
+    """Why `name` is not numbers, in the student's terms: a None among them is nearly always a
+    parameter that took no part in the computation, so its gradient was never set."""
+    if array.dtype == object and any(item is None for item in array.ravel()):
+        return (
+            f"'{name}' holds None where numbers belong: a parameter got no gradient (its .grad "
+            "is None), so it took no part in the forward pass; check that every layer and "
+            "embedding you create is used"
+        )
+    return f"'{name}' is not numbers (it holds {array.dtype} values)"
 
 
 def graded(rtol: float = 1e-4, atol: float = 1e-6):

@@ -79,8 +79,8 @@ class TransformerEncoder(Module):
         ids = token_ids_2d(tokens, self.vocab_size)  # (B, S)
         _check_length(ids.shape[1], self.max_seq_len, "source")
         x = self.token_embedding(ids) + self.position_embedding(np.arange(ids.shape[1])[None])
-        for block in self.blocks:
-            x = block(x, mask=mask)  # a padding mask, or None: every position sees every other
+        for layer in self.blocks:
+            x = layer(x, mask=mask)  # a padding mask, or None: every position sees every other
         return self.ln_f(x)  # (B, S, C)
 
 
@@ -115,11 +115,11 @@ class Seq2SeqTransformer(Module):
         ids = token_ids_2d(target, self.vocab_size)  # (B, T)
         seq_len = ids.shape[1]
         _check_length(seq_len, self.max_seq_len, "target")
-        positions = np.arange(seq_len)[None]  # (1, T)
-        x = self.token_embedding(ids) + self.position_embedding(positions)  # (B, T, C)
+        x = self.token_embedding(ids)  # (B, T, C), then each position's own vector added
+        x = x + self.position_embedding(np.arange(seq_len).reshape(1, seq_len))
         mask = None if seq_len == 1 else causal_mask(seq_len)  # one query may see itself
-        for block in self.blocks:
-            x = block(x, memory, mask=mask, memory_mask=memory_mask)
+        for layer in self.blocks:
+            x = layer(x, memory, mask=mask, memory_mask=memory_mask)
         return self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
 
     @no_grad()

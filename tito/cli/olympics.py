@@ -157,8 +157,17 @@ def grade_class(
     ] = 60.0,
     allow_partial: Annotated[
         bool,
-        typer.Option("--allow-partial", help="Measure a run that stopped before its last step."),
+        typer.Option(
+            "--allow-partial", help="Measure against a baseline that stopped before its last step."
+        ),
     ] = False,
+    heldout: Annotated[
+        Path | None,
+        typer.Option(
+            help="Your own text file (at least 5,000 characters no student has seen) to measure "
+            "bits per character on, instead of Python's documentation, which every student has."
+        ),
+    ] = None,
 ) -> None:
     """Instructor: measure every student's submitted run (submitted/STUDENT/20_capstone/run/)
     in EVENT, one at a time against one baseline, into the gradebook's leaderboard table."""
@@ -167,9 +176,16 @@ def grade_class(
 
     if event not in EVENT_NAMES:
         raise TitoError(f"no event '{event}'", hint=f"choose one of: {', '.join(EVENT_NAMES)}")
+    from milestones import MilestoneError
+    from milestones.runs import require_finished
+
+    try:
+        require_finished(baseline, allow_partial)
+    except MilestoneError as err:
+        raise TitoError(err.message, hint=err.hint) from None
     folder = find_course(course)
     results = class_olympics.measure_class(
-        folder, event, baseline, repeats, budget, paths.root() / "data"
+        folder, event, baseline, repeats, budget, paths.root() / "data", heldout
     )
     for r in results:
         who = class_olympics.shown(r.student)

@@ -174,8 +174,10 @@ def secret_lines(notebook: nbformat.NotebookNode) -> set[str]:
 
 
 # ast.parse is not thread-safe in CPython 3.11 (its recursion check is per interpreter), and
-# `tito grade autograde --jobs` exports and checks submissions in threads
-_PARSING = threading.Lock()
+# `tito grade autograde --jobs` exports and checks submissions in threads while the main thread
+# records verdicts through nbgrader (which builds syntax trees too, e.g. traitlets' literal
+# values): every one of them holds this lock. Reentrant, so code run under it may parse.
+_PARSING = threading.RLock()
 AST_LOCK = _PARSING  # for other callers of ast.parse in threads (numpy's .npy header reader)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from tito.curriculum import paths
 from tito.curriculum.catalog import find
 from tito.errors import TitoError
+from tito.grading.course import check_student_name
 from tito.inert import csv_row, terminal_text
 
 RUN_FOLDER = "run"  # inside submitted/<student>/20_capstone/
@@ -88,26 +89,34 @@ def _check(folder: Path) -> Path:
 
 
 def measure_class(course: Path, event: str, baseline_run: Path, repeats: int = 5,
-                  budget: float = 60.0, data_dir: Path | None = None) -> list[Result]:  # fmt: skip
-    """Measure every submission in `event` against one baseline; store and return the results."""
+                  budget: float = 60.0, data_dir: Path | None = None,
+                  heldout: Path | None = None) -> list[Result]:  # fmt: skip
+    """Measure every submission in `event` against one baseline; store and return the results.
+    `heldout`, the instructor's own text file, is what quality is measured on (text no student
+    has, so no entry can have trained on it); without it, the default held-out text."""
     from milestones import MilestoneError
     from milestones import olympics as contest
     from tinytorch.olympics.events import event as rules_of
 
     rules = rules_of(event)
     try:
+        text = contest.read_heldout(heldout) if heldout is not None else None
+    except MilestoneError as err:
+        raise TitoError(f"--heldout: {err.message}", hint=err.hint) from None
+    try:
         if rules.trained_within_budget:
             baseline = None  # trained once below, with the defaults, then reused
         else:
-            baseline = contest.measure(baseline_run, [], data_dir, repeats)
+            baseline = contest.measure(baseline_run, [], data_dir, repeats, heldout=text)
     except MilestoneError as err:
         raise TitoError(f"the baseline run {baseline_run}: {err.message}", hint=err.hint) from None
     results = []
     for student, folder in submissions(course).items():
         try:
+            check_student_name(student)  # a name the board's table cannot hold stops no one
             run = _check(folder)
             record = contest.run_event(event, run, data_dir, repeats, budget, baseline,
-                                       untrusted=True)  # fmt: skip
+                                       untrusted=True, heldout=text)  # fmt: skip
         except (TitoError, MilestoneError) as err:
             results.append(Result(student, reason=str(getattr(err, "message", err))))
             continue
@@ -132,6 +141,10 @@ def store(course: Path, event: str, results: list[Result]) -> None:
     table.create(engine, checkfirst=True)
     rows = []
     for r in results:
+        try:
+            check_student_name(r.student)
+        except TitoError:
+            continue  # measured as not measurable, with its reason; there is no row for it
         m = r.record["measured"] if r.record else {}
         rows.append({
             "student": r.student, "event": event,
@@ -144,7 +157,7 @@ def store(course: Path, event: str, results: list[Result]) -> None:
             "measured_at": r.record["when"] if r.record else None,
         })  # fmt: skip
     with engine.begin() as connection:
-        students = [r.student for r in results]
+        students = [row["student"] for row in rows]
         if students:
             connection.execute(
                 delete(table).where(table.c.event == event, table.c.student.in_(students))

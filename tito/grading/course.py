@@ -11,6 +11,7 @@ autograde attempts (tito/outcomes/).
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import sys
@@ -144,6 +145,35 @@ def feedback_path(course: Path, module: CourseModule, student: str) -> Path:
 def outcomes_dir(course: Path, module: CourseModule) -> Path:
     """tito's record of each student's latest autograde attempt (tito/grading/gradebook.py)."""
     return course / "tito" / "outcomes" / assignment_id(module)
+
+
+STUDENT_NAME_CHARS = 128  # nbgrader's gradebook keeps a student id in 128 characters
+
+
+def check_student_name(name: str) -> None:
+    """A TitoError naming the folder and the fix when nbgrader cannot hold `name` literally as
+    a student id. Pattern characters (`*`, `?`, `[`) are fine: every path tito gives nbgrader
+    goes through `literal` first."""
+    problem = ""
+    if name != name.strip():
+        problem = "begins or ends with a space, which nbgrader strips (it would grade the folder "
+        problem += f"{name.strip()!r} instead)"
+    elif any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
+        problem = "holds control characters"
+    elif len(name) > STUDENT_NAME_CHARS:
+        problem = f"is longer than the {STUDENT_NAME_CHARS} characters a student id may have"
+    if problem:
+        shown = repr(name if len(name) <= 60 else name[:60] + "...")
+        raise TitoError(
+            f"the student folder {shown} under submitted/ {problem}: rename it to the "
+            "student's id and grade again; every other student is graded"
+        )
+
+
+def literal(name: str) -> str:
+    """`name` as nbgrader's student_id, which nbgrader reads as a file glob: escaped so that it
+    matches the one folder of that name (a folder named `*` is not everyone)."""
+    return glob.escape(name)
 
 
 def students_in(course: Path, stage: str, module: CourseModule) -> list[str]:

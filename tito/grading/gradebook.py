@@ -11,6 +11,7 @@ from overwriting each other's records.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -67,8 +68,16 @@ def record_outcomes(course: Path, module: CourseModule, outcomes: list) -> None:
     for outcome in outcomes:
         record = {**asdict(outcome), "time": when}
         paths.write_atomic(
-            folder / f"{outcome.student}.json", json.dumps(record, indent=1, default=str)
+            folder / _outcome_file(outcome.student), json.dumps(record, indent=1, default=str)
         )
+
+
+def _outcome_file(student: str) -> str:
+    """The record's file name: the student's name, or, when that would not fit a file name
+    (255 bytes), its digest; the record itself holds the name."""
+    if len(student.encode()) <= 200:
+        return f"{student}.json"
+    return f"long-name-{hashlib.sha256(student.encode()).hexdigest()}.json"
 
 
 def read_outcomes(course: Path, module: CourseModule) -> dict[str, dict]:

@@ -39,13 +39,39 @@ def read_numbers(sent: list[bytes]) -> Numbers:
     if len(sent) > 1:
         return Numbers(problem="more than one set of numbers came back (tampering)")
     try:
-        arrays, record = npzwire.unpack(sent[0], limits.JUDGE_BYTES, AST_LOCK)
+        arrays, record = npzwire.unpack(sent[0], limits.JUDGE_BYTES, AST_LOCK,
+                                        max_arrays=limits.WIRE_ARRAYS,
+                                        max_depth=limits.WIRE_DEPTH)  # fmt: skip
     except npzwire.WireError as err:
         return Numbers(problem=f"unreadable numbers: {err}")
     probes = record.get("probes")
     if not isinstance(probes, list) or not all(isinstance(p, dict) for p in probes):
         return Numbers(problem="unreadable numbers: no list of probes")
+    if len(probes) > MAX_PROBES or not all(_probe_ok(p) for p in probes):
+        return Numbers(problem="unreadable numbers: a probe's record is malformed")
     return Numbers([dict(p) for p in probes], arrays)
+
+
+MAX_PROBES = 256  # probes in one check's record (the course's checks have at most a few)
+
+
+def _probe_ok(probe: dict) -> bool:
+    """A probe's record as check_runner.py writes it: keys a list of names, error text or
+    nothing, tolerance a mapping of numbers (only the reference's is ever used)."""
+    keys, error, tolerance = probe.get("keys") or [], probe.get("error"), probe.get("tolerance")
+    return (
+        isinstance(keys, list)
+        and len(keys) <= limits.WIRE_ARRAYS
+        and all(isinstance(k, str) for k in keys)
+        and (error is None or isinstance(error, str))
+        and (
+            tolerance is None
+            or isinstance(tolerance, dict)
+            and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in tolerance.values()
+            )
+        )
+    )
 
 
 def _tolerance(probe: dict) -> tuple[float, float]:

@@ -4,6 +4,7 @@ autograde, feedback. What the grades are is tito/grading/gradebook.py.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -16,12 +17,13 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_output
 from nbgrader.apps import NbGraderAPI
-from nbgrader.converters import Autograde
+from nbgrader.converters import Autograde, GenerateFeedback, NbGraderException
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets.config import Config
 
 from tito.curriculum import staging
 from tito.curriculum.catalog import CourseModule
-from tito.curriculum.notebooks import secret_lines
+from tito.curriculum.notebooks import AST_LOCK, secret_lines
 from tito.errors import TitoError
 from tito.grading import course as layout
 from tito.grading import scoring
@@ -91,6 +93,51 @@ def recording_preprocessors(scored: scoring.Scored) -> list:
     holding `scored`: it records the verdicts instead of executing cells."""
     steps = Autograde.class_traits()["autograde_preprocessors"].default()
     return [InjectVerdicts(scored, enabled=True) if step is Execute else step for step in steps]
+
+
+# --- one student's folder, literally ---------------------------------------------------------
+
+
+class OneFolder:
+    """Mixed into an nbgrader converter run for one student (student_id escaped by
+    layout.literal). nbgrader's own init_notebooks globs the notebooks inside each folder it
+    found with the folder's path unescaped: for a folder named `*` that takes in every student's
+    notebooks (and records its verdicts as theirs), for `[0-9]*` it finds another student's and
+    not its own. This is nbgrader's, with the folder's path escaped."""
+
+    def init_notebooks(self) -> None:
+        self.assignments, self.notebooks = {}, []
+        pattern = self._format_source(self.coursedir.assignment_id, self.coursedir.student_id)
+        for folder in glob.glob(pattern):
+            inside = os.path.join(glob.escape(folder), f"{self.coursedir.notebook_id}.ipynb")
+            found = glob.glob(inside)
+            if found:
+                self.assignments[folder] = found
+        if not self.assignments:
+            raise NbGraderException(f"No notebooks were matched by '{pattern}'")
+
+
+class LiteralAutograde(OneFolder, Autograde):
+    pass
+
+
+class LiteralFeedback(OneFolder, GenerateFeedback):
+    pass
+
+
+def _generate_feedback(api: NbGraderAPI, module: CourseModule, name: str) -> dict:
+    """nbgrader's generate_feedback for the one student folder `name` (NbGraderAPI's own,
+    with the converter that takes no other student's notebooks)."""
+    from nbgrader.apps.api import capture_log
+    from nbgrader.utils import temp_attrs
+
+    student_id = layout.literal(name)
+    with AST_LOCK, temp_attrs(api.coursedir, assignment_id=assignment_id(module),
+                              student_id=student_id):  # fmt: skip
+        app = LiteralFeedback(coursedir=api.coursedir, parent=api)
+        app.update_config(Config({"HTMLExporter": {"template_name": "feedback"}}))
+        app.force = True
+        return capture_log(app)
 
 
 # nbgrader's closing lines after any failure; the cause is logged before them
@@ -228,10 +275,17 @@ def students(
 def select_students(
     found: list[str], patterns: list[str] | None = None, shard: str | None = None
 ) -> list[str]:
-    """The students matching any of the glob patterns (all when none), then this grader's
-    share: shard "i/n" takes the names whose CRC-32 is i-1 modulo n, a split that every
-    grader computes alike and that stays put when a late submission arrives."""
-    chosen = [s for s in found if not patterns or any(fnmatch(s, p) for p in patterns)]
+    """The students named by any of `patterns` (all when none), then this grader's share:
+    shard "i/n" takes the names whose CRC-32 is i-1 modulo n, a split that every grader
+    computes alike and that stays put when a late submission arrives. A pattern that is some
+    student's exact name selects that student alone (a folder named `*` is not everyone);
+    any other is a glob."""
+    names = set(found)
+    chosen = [
+        s
+        for s in found
+        if not patterns or any(s == p if p in names else fnmatch(s, p) for p in patterns)
+    ]
     if patterns and not chosen:
         raise TitoError(
             f"no submission from {' or '.join(repr(p) for p in patterns)}",
@@ -307,6 +361,7 @@ def autograde(
     for name in names:
         notebook = layout.notebook_path(course, layout.SUBMITTED, module, name)
         try:
+            layout.check_student_name(name)
             submissions[name] = _read_submission(notebook)
         except TitoError as err:
             outcomes[name] = Outcome(name, False, err.message)
@@ -325,7 +380,17 @@ def autograde(
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             running = {name: pool.submit(score, name) for name in submissions}
             for name, future in running.items():  # the gradebook is written from this thread
-                scored = future.result()
+                try:
+                    scored = future.result()
+                except TitoError as err:
+                    outcomes[name] = Outcome(name, False, err.message)
+                    continue
+                except (RecursionError, MemoryError, ValueError, TypeError, KeyError) as err:
+                    # what a sandbox sent back is bounded and checked before it is read; should
+                    # a reply still trip the reading, it costs its own submission, no other
+                    why = f"its sandbox's reply could not be read ({type(err).__name__})"
+                    outcomes[name] = Outcome(name, False, why)
+                    continue
                 outcomes[name] = _record(api, module, name, scored)
     found = [outcomes[name] for name in sorted(outcomes)]
 
@@ -339,8 +404,12 @@ def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcom
     from nbgrader.apps.api import capture_log
     from nbgrader.utils import temp_attrs
 
-    with temp_attrs(api.coursedir, assignment_id=assignment_id(module), student_id=name):
-        app = Autograde(coursedir=api.coursedir, parent=api)
+    # nbgrader reads student_id as a glob: escaped, a folder named `*` is that folder alone
+    student_id = layout.literal(name)
+    # under the parsing lock: the scoring threads parse code while this records (CPython 3.11)
+    with AST_LOCK, temp_attrs(api.coursedir, assignment_id=assignment_id(module),
+                              student_id=student_id):  # fmt: skip
+        app = LiteralAutograde(coursedir=api.coursedir, parent=api)
         app.autograde_preprocessors = recording_preprocessors(scored)
         app.force, app.create_student = True, True
         result = capture_log(app)
@@ -351,7 +420,18 @@ def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcom
         if cause:
             message = f"{cause}; nbgrader cannot record such a notebook (restore the grade id)"
         return Outcome(name, False, message, scored.checks, scored.seconds, scored.seed)
-    return Outcome(name, True, scored.summary(), scored.checks, scored.seconds, scored.seed)
+    return Outcome(name, True, outcome_message(scored), scored.checks, scored.seconds,
+                   scored.seed)  # fmt: skip
+
+
+def outcome_message(scored) -> str:
+    """The line shown beside a graded student: the first cause of lost points. A cell of the
+    course's own (a demo, "cell 18") that failed in the sandbox is no cause when every check
+    passed: matplotlib, say, is absent from the sandbox by design."""
+    if all(check.passed for check in scored.checks):
+        own = [n for n in scored.notes if not n.split(":")[0].split(" ")[-1].isdigit()]
+        return own[0] if own else ""
+    return scored.summary()
 
 
 def grading_timeout(api: NbGraderAPI) -> float:
@@ -378,7 +458,7 @@ def feedback(course: Path, module: CourseModule, student: str | None = None,
     outcomes = []
     reference = None
     for name in names:
-        result = api.generate_feedback(assignment_id(module), name, force=True)
+        result = _generate_feedback(api, module, name)
         html = layout.feedback_path(course, module, name)
         ok = result["success"] and html.exists()
         if ok and diagnose:
@@ -406,6 +486,8 @@ def _add_diagnosis(html: Path, course: Path, module: CourseModule, name: str, re
                                                 unsafe)  # fmt: skip
     except TitoError as err:
         section = f"<p>No diagnosis: {escape(err.message)}</p>"
+    except Exception as err:  # noqa: BLE001 - a crafted trace costs its own diagnosis, no other
+        section = f"<p>No diagnosis: its trace could not be compared ({type(err).__name__})</p>"
     page = html.read_text(encoding="utf-8")
     at = page.rfind("</body>")
     page = page[:at] + section + page[at:] if at >= 0 else page + section

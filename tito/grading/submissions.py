@@ -16,12 +16,16 @@ import nbformat
 
 from tito.curriculum.notebooks import parse_python
 from tito.errors import TitoError
+from tito.sandbox.limits import (  # the bounds of a submission, in the one table
+    CODE_CHARS,
+    CODE_DEPTH,
+    FOLDER_ENTRIES,
+    JSON_DEPTH,
+    NOTEBOOK_BYTES,
+    NOTEBOOK_CELLS,
+    NOTEBOOK_OUTPUTS,
+)
 
-NOTEBOOK_BYTES = 32 * 2**20  # a notebook larger than this is not read
-FOLDER_ENTRIES = 1000  # files and folders a submission folder may hold
-JSON_DEPTH = 64  # nesting of the notebook's JSON (a real notebook nests about 8 deep)
-CODE_CHARS = 200_000  # characters of code in one graded cell
-CODE_DEPTH = 100  # nesting of one graded cell's syntax tree (expressions, blocks)
 CELL_TYPES = ("code", "markdown", "raw")
 OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 
@@ -209,6 +213,18 @@ def parse_notebook(data: bytes, name: str) -> nbformat.NotebookNode:
     cells = raw.get("cells")
     if not isinstance(cells, list):
         raise TitoError(f"{name} is not a valid notebook (no list of cells)")
+    if len(cells) > NOTEBOOK_CELLS:  # nbformat and nbgrader take about 0.2 ms per cell
+        raise TitoError(
+            f"{name} has {len(cells)} cells; a submission may have at most {NOTEBOOK_CELLS} "
+            "(the module's own notebook has under 50)"
+        )
+    outputs = sum(len(c.get("outputs", [])) for c in cells if isinstance(c, dict)
+                  and isinstance(c.get("outputs", []), list))  # fmt: skip
+    if outputs > NOTEBOOK_OUTPUTS:
+        raise TitoError(
+            f"{name} holds {outputs} outputs; a submission may hold at most {NOTEBOOK_OUTPUTS} "
+            "(clear the outputs and submit again)"
+        )
     for index, cell in enumerate(cells):
         _check_cell(index, cell)
     try:

@@ -169,6 +169,7 @@ def _emptied_dirs(bound: list[str]) -> list[str]:
     found = set(site.getsitepackages()) | {site.getusersitepackages()}
     found |= {sysconfig.get_path(name) for name in ("purelib", "platlib")}
     found |= {p for p in sys.path if p}
+    found |= _package_dirs(tuple(bound))
     emptied = set()
     for path in found:
         if not os.path.isdir(path):
@@ -180,6 +181,33 @@ def _emptied_dirs(bound: list[str]) -> list[str]:
             emptied.add(path)
     # a folder inside an emptied one (setuptools/_vendor on sys.path) is gone with it
     return sorted(p for p in emptied if not any(inside(p, other) for other in emptied))
+
+
+PACKAGE_DIRS = ("site-packages", "dist-packages")
+PACKAGE_DEPTH = (
+    8  # /usr/lib/google-cloud-sdk/platform/bundledpythonunix/lib/python3.12/site-packages
+)
+
+
+@functools.cache
+def _package_dirs(bound: tuple[str, ...]) -> frozenset[str]:
+    """Folders of installed packages of every Python whose files the sandbox shows, not only
+    this one's: from a venv, sys.path does not name the base interpreter's site-packages (under
+    a home folder with pyenv, or /usr/local), the system's dist-packages or a Python bundled
+    with some tool under /usr; they are there all the same, and so are their packages unless
+    emptied. Found once per process (under a second)."""
+    found = set()
+    for name in ("purelib", "platlib"):
+        for base in (sys.base_prefix, sys.base_exec_prefix):
+            found.add(sysconfig.get_path(name, vars={"base": base, "platbase": base}))
+    for root in sorted({os.path.realpath(b) for b in bound}):
+        for here, dirs, _ in os.walk(root):
+            if os.path.basename(here) in PACKAGE_DIRS:
+                found.add(here)
+                dirs[:] = []
+            elif here.count(os.sep) - root.rstrip(os.sep).count(os.sep) >= PACKAGE_DEPTH:
+                dirs[:] = []
+    return frozenset(found)
 
 
 def _args(folder: Path) -> tuple[list[str], list[str]]:

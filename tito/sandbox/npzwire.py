@@ -21,12 +21,14 @@ import binascii
 import contextlib
 import io
 import json
+import math
 import zipfile
 
 import numpy as np
 
 RECORD = "record"  # the key of the JSON record among the arrays
 NUMERIC = "biuf"  # dtype kinds a number may have: bool, signed, unsigned, float
+HEADER_BYTES = 4096  # a .npy header of one numeric array is under 200 bytes
 
 
 class WireError(ValueError):
@@ -41,20 +43,63 @@ def pack(arrays: dict, record: dict) -> bytes:
     return buffer.getvalue()
 
 
-def unpack(data: bytes, max_bytes: int, lock=None) -> tuple[dict[str, np.ndarray], dict]:
-    """(arrays, record) from `pack`'s bytes, or a WireError naming what is wrong. numpy reads
-    each .npy header with ast.literal_eval, which is not thread-safe in CPython 3.11: callers in
+def unpack(data: bytes, max_bytes: int, lock=None, *, max_arrays: int, max_depth: int,
+           max_ndim: int = 32) -> tuple[dict[str, np.ndarray], dict]:  # fmt: skip
+    """(arrays, record) from `pack`'s bytes, or a WireError naming what is wrong. Everything is
+    bounded before it is parsed or allocated: at most `max_bytes` in all, `max_arrays` members,
+    each .npy header read by itself and its declared shape matched against the bytes that are
+    actually there (a huge shape allocates nothing), `max_ndim` axes, and the record's JSON
+    nested at most `max_depth` deep (tito/sandbox/limits.py holds the values). numpy reads each
+    .npy header with ast.literal_eval, which is not thread-safe in CPython 3.11: callers in
     threads pass the lock their other ast.parse calls hold (tito.curriculum.notebooks.AST_LOCK)."""
     with lock or contextlib.nullcontext():
-        return _unpack(data, max_bytes)
+        return _unpack(data, max_bytes, max_arrays, max_depth, max_ndim)
 
 
-def _unpack(data: bytes, max_bytes: int) -> tuple[dict[str, np.ndarray], dict]:
+def _read_member(stream, size: int, name: str, max_ndim: int) -> np.ndarray:
+    """One .npy member of `size` bytes: its header first, then exactly the bytes it declares."""
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream, HEADER_BYTES)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream, HEADER_BYTES)
+    else:
+        raise WireError(f"'{name}' has .npy version {version}")
+    if dtype.kind not in NUMERIC or dtype.fields is not None or dtype.subdtype is not None:
+        raise WireError(f"'{name}' is not numeric ({dtype})")
+    if len(shape) > max_ndim or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise WireError(f"'{name}' has a shape of {len(shape)} axes (at most {max_ndim})")
+    count = math.prod(shape)
+    if count * dtype.itemsize != size - stream.tell():
+        raise WireError(f"'{name}' declares shape {str(shape)[:60]}, which its bytes do not hold")
+    body = bytearray(stream.read(size - stream.tell()))
+    array = np.frombuffer(body, dtype=dtype, count=count)
+    return array.reshape(shape, order="F" if fortran else "C")
+
+
+def _depth(value, limit: int) -> int:
+    """How deep `value` (parsed JSON) nests, counted up to limit + 1 and no further."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            todo.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict)
+                                                         else item))  # fmt: skip
+    return deepest
+
+
+def _unpack(data: bytes, max_bytes: int, max_arrays: int, max_depth: int,
+            max_ndim: int) -> tuple[dict[str, np.ndarray], dict]:  # fmt: skip
     if len(data) > max_bytes:
         raise WireError(f"{len(data)} bytes of numbers, more than the {max_bytes} allowed")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
+            if len(members) > max_arrays + 1:  # and the record
+                raise WireError(f"{len(members)} arrays, more than the {max_arrays} allowed")
             if sum(m.file_size for m in members) > max_bytes:
                 raise WireError("the numbers unpack to more than allowed")
             if any(m.compress_type != zipfile.ZIP_STORED for m in members):
@@ -63,12 +108,11 @@ def _unpack(data: bytes, max_bytes: int) -> tuple[dict[str, np.ndarray], dict]:
             for member in members:
                 if not member.filename.endswith(".npy") or member.filename.count("/"):
                     raise WireError(f"unexpected member {member.filename[:60]!r}")
+                name = member.filename[:-4]
                 with archive.open(member) as stream:
-                    array = np.lib.format.read_array(stream, allow_pickle=False)
-                if array.dtype.kind not in NUMERIC or array.dtype.fields is not None:
-                    raise WireError(f"'{member.filename[:-4]}' is not numeric ({array.dtype})")
-                arrays[member.filename[:-4]] = array
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError) as err:
+                    arrays[name] = _read_member(stream, member.file_size, name[:60], max_ndim)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, TypeError,
+            OverflowError, SyntaxError, MemoryError, RecursionError) as err:  # fmt: skip
         if isinstance(err, WireError):
             raise
         raise WireError(f"not a readable .npz ({type(err).__name__})") from None
@@ -77,10 +121,14 @@ def _unpack(data: bytes, max_bytes: int) -> tuple[dict[str, np.ndarray], dict]:
         raise WireError("the record is missing")
     try:
         record = json.loads(body.tobytes().decode())
+    except RecursionError:
+        raise WireError(f"the record nests deeper than {max_depth} levels") from None
     except (UnicodeDecodeError, ValueError):
         raise WireError("the record is not JSON") from None
     if not isinstance(record, dict):
         raise WireError("the record is not a JSON object")
+    if _depth(record, max_depth) > max_depth:
+        raise WireError(f"the record nests deeper than {max_depth} levels")
     return arrays, record
 
 

@@ -39,6 +39,7 @@ CELLS = _load_cells()
 np = None  # numpy, imported once the job has said where it is (the sandbox runs python -S)
 
 MAX_EVENTS = 4000  # per check; later events are counted, not kept
+DROPPED = "-"  # an array's key when the budget was spent before it (tito.student.diagnose)
 
 
 def _array(value):
@@ -84,10 +85,15 @@ class Recorder:
         self.forward_of: dict[int, int] = {}  # id(operation) -> its forward event
 
     def _keep(self, index: int, name: str, value) -> str | None:
+        """The array's key; None when the value is not numeric, DROPPED when it is but the
+        trace's budget (bytes, arrays) is spent, so that tito compares nothing there."""
         array = _array(value)
-        if array is None or array.nbytes > self.budget[0]:
+        if array is None:
             return None
+        if array.nbytes > self.budget[0] or self.budget[1] < 1:
+            return DROPPED
         self.budget[0] -= array.nbytes
+        self.budget[1] -= 1
         key = f"c{self.check}e{index}_{name}"
         self.arrays[key] = np.array(array, copy=True)
         return key
@@ -195,7 +201,8 @@ def main() -> None:
         except BaseException as err:  # noqa: BLE001 - a broken cell is reported, not fatal
             setup_errors.append({"cell": label, "error": CELLS.describe(err), "where": _where(err)})
     arrays: dict = {}
-    budget = [int(job["max_bytes"])]  # numbers kept in all (tito/sandbox/limits.py)
+    # numbers kept in all: bytes and arrays (tito/sandbox/limits.py)
+    budget = [int(job["max_bytes"]), int(job["max_arrays"])]
     checks = []
     failed = _soften_asserts()
     for number, (label, code) in enumerate(job["checks"]):

@@ -30,11 +30,11 @@ import numpy as np
 
 from tito.curriculum import paths, staging
 from tito.curriculum.catalog import CourseModule
-from tito.curriculum.notebooks import AST_LOCK
 from tito.curriculum.program import build_program
 from tito.errors import TitoError
 from tito.sandbox import limits, npzwire
 from tito.student.divergence import Difference, compare
+from tito.student.traces import NOT_KEPT, Trace, read_trace
 
 ENGINE_HINT = (
     "every gradient computed before it matched, so they are passed on or summed wrongly: each "
@@ -66,19 +66,6 @@ class Diagnosis:
         return not self.findings
 
 
-@dataclass
-class Trace:
-    """What one run recorded: per check, its events and error; arrays by key."""
-
-    checks: list[dict]
-    setup: list[dict]
-    arrays: dict[str, np.ndarray]
-
-    def value(self, event: dict, name: str) -> np.ndarray | None:
-        key = event.get("arrays", {}).get(name)
-        return self.arrays.get(key) if key else None
-
-
 # --- running ------------------------------------------------------------------------------------
 
 
@@ -87,7 +74,8 @@ def trace(cells: list[tuple[str, str]], checks: list[tuple[str, str]], path: lis
     """Run the cells, then each check under the recorder, in a fresh `python -I`."""
     with tempfile.TemporaryDirectory(prefix="tito-diagnose-") as folder:
         job = {"path": path, "cells": cells, "checks": checks, "seed": seed, "out": folder,
-               "max_bytes": limits.LOCAL_TRACE_NUMBERS_BYTES}  # fmt: skip
+               "max_bytes": limits.LOCAL_TRACE_NUMBERS_BYTES,
+               "max_arrays": limits.WIRE_ARRAYS}  # fmt: skip
         try:
             done = subprocess.run(
                 [sys.executable, "-I", str(RUNNER)],
@@ -106,16 +94,6 @@ def trace(cells: list[tuple[str, str]], checks: list[tuple[str, str]], path: lis
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
             raise TitoError(f"the diagnosis run failed: {last[:300]}", hint="rerun with --debug")
         return read_trace(found.read_bytes())
-
-
-def read_trace(data: bytes, max_bytes: int = limits.LOCAL_TRACE_BYTES) -> Trace:
-    """A trace from the runner's .npz bytes: numbers only (tito/sandbox/npzwire.py), events as
-    JSON."""
-    try:
-        arrays, record = npzwire.unpack(data, max_bytes, AST_LOCK)
-        return Trace(list(record["checks"]), list(record["setup"]), arrays)
-    except (npzwire.WireError, KeyError, TypeError) as err:
-        raise TitoError(f"the diagnosis run sent back no usable trace: {err}") from None
 
 
 @dataclass
@@ -211,6 +189,7 @@ def submission_trace(module: CourseModule, submission, seed: int = SEED, timeout
             "seed": seed,
             "nonce": nonce,
             "max_bytes": limits.TRACE_NUMBERS_BYTES,
+            "max_arrays": limits.WIRE_ARRAYS,
         }
         run = sandbox.run_python(
             RUNNER.name,
@@ -258,6 +237,8 @@ def _solution_cells(source, submission, program) -> dict:
 def explain(module: CourseModule, student: Trace, cells: Cells, reference: Trace) -> Diagnosis:
     """Compare two traces of module `module`'s checks, check by check."""
     diagnosis = Diagnosis(module, [c["label"] for c in reference.checks])
+    if [c["label"] for c in student.checks] != diagnosis.checks:
+        raise TitoError("the diagnosis run sent back other checks than the module's")
     for error in student.setup:
         place = cells.place(error["where"])
         if place or error["cell"] in cells.solutions:
@@ -290,8 +271,8 @@ def _cells(program) -> list[tuple[str, str]]:
 
 def _compare(yours, expected) -> Difference | None:
     """compare() for recorded values, which are missing when an output was not numeric."""
-    if expected is None:
-        return None
+    if expected is None or expected is NOT_KEPT or yours is NOT_KEPT:
+        return None  # nothing to compare: not numeric in the reference, or not kept
     if yours is None:
         return Difference("no numeric value where the reference has one", "return the array")
     return compare(yours, expected)
@@ -417,7 +398,7 @@ def _backward_difference(check, events, ref_events, pairs, student, reference, c
             continue  # a consequence of an earlier difference
         for k in range(min(event["count"], ref_event["count"])):
             yours, expected = student.value(event, f"g{k}"), reference.value(ref_event, f"g{k}")
-            if expected is None:
+            if expected is None or expected is NOT_KEPT or yours is NOT_KEPT:
                 continue
             found = _compare(np.zeros_like(expected) if yours is None else yours, expected)
             if found is not None:
