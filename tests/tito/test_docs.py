@@ -70,3 +70,12 @@ def test_documented_signature_is_the_packages(module, name, params):
     for part in name.split("."):
         obj = getattr(obj, part)
     assert shown(inspect.signature(inspect.unwrap(obj))) == params
+
+
+def test_the_design_page_names_every_given_file():
+    from tito.curriculum.catalog import GIVEN
+
+    text = (PACKAGE_ROOT / "docs" / "DESIGN.md").read_text(encoding="utf-8")
+    section = text.split("## Lessons and given files", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(tinytorch/[^`]+\.py)`", section))
+    assert named == set(GIVEN)
