@@ -16,6 +16,7 @@ from rich.progress import track
 from rich.table import Table
 
 from milestones import plots
+from milestones.history import code_line
 from milestones.output import prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.core.autograd import no_grad
@@ -68,6 +69,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     )
     out, console = opts.out, opts.console
     seed = opts.seed or 0
+    opts.console.print(code_line(milestone.requires, opts.completed), highlight=False)
     steps = 500 if opts.steps is None else opts.steps
     prepare_out(out)
     seed_everything(seed)

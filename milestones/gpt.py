@@ -12,6 +12,7 @@ from milestones import plots, provenance, report, runs, scaling, tokens, trainin
 from milestones.corpus import DEFAULT_SOURCE, Corpus, default_corpus, read_corpus, split
 from milestones.errors import MilestoneError
 from milestones.folder import removed_if_left_empty
+from milestones.history import code_line
 from milestones.output import EARLIER, keep_earlier, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.accel.accelerate import accelerate
@@ -370,6 +371,7 @@ def run_scaling(milestone: Milestone, opts: RunOptions) -> dict:
     name = config_name(milestone, opts, None)
     setup = TRAINING[name]
     prepare_out(opts.out)
+    opts.console.print(code_line(milestone.requires, opts.completed), highlight=False)
     vocab_size = len(set(default_corpus(opts.data_dir).text))
     config = replace(PRESETS[name], vocab_size=vocab_size)
     seed_everything(0)

@@ -21,6 +21,7 @@ from rich.table import Table
 from milestones import runs, tokens, training
 from milestones.corpus import Corpus, default_corpus, read_corpus, split
 from milestones.errors import MilestoneError
+from milestones.history import code_line
 from milestones.output import keep_earlier, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.core.autograd import no_grad
@@ -182,6 +183,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     console = opts.console
     name, budget, seed = settle(milestone, opts)
     prepare_out(opts.out)
+    opts.console.print(code_line(milestone.requires, opts.completed), highlight=False)
     corpus: Corpus = read_corpus(opts.data) if opts.data else default_corpus(opts.data_dir)
     vocab = tokens.build("char", corpus, 0, opts.data_dir)
     ids = vocab.encode(corpus.text)

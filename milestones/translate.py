@@ -19,6 +19,7 @@ from rich.table import Table
 
 from milestones import numbers, translate_plots
 from milestones.errors import MilestoneError
+from milestones.history import code_line
 from milestones.output import prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.core.attention import padding_mask
@@ -257,6 +258,7 @@ def run(milestone: Milestone, opts: RunOptions) -> dict:
     name, config, seed = settle(milestone, opts)
     out, console = opts.out, opts.console
     prepare_out(out)
+    opts.console.print(code_line(milestone.requires, opts.completed), highlight=False)
     load_before = os.getloadavg()[0]
     began, cpu = time.perf_counter(), time.process_time()
     train_nums, test_nums = numbers.split(seed, config.test_size)

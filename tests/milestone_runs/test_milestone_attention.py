@@ -34,6 +34,7 @@ def test_short_run_reports_accuracy(tmp_path):
     assert 0.0 <= summary["sequence_accuracy"] <= summary["digit_accuracy"] <= 1.0
     assert (out / "attention.png").read_bytes()[:4] == b"\x89PNG"
     assert "digit accuracy" in said(result)
+    assert "code: reference modules 01 02" in said(result)  # whose code ran
 
 
 @pytest.mark.parametrize("option", [["--data", "x.txt"], ["--resume"], ["--tokenizer", "bpe"],

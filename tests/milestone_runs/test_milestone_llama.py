@@ -46,6 +46,7 @@ def test_a_run_compares_both_and_its_llama_exports(tmp_path, monkeypatch):
     assert gpt["kv_bytes_per_token"] == 2 * 2 * 32 * 4  # K and V, 2 layers, width 32, float32
     assert (out / "llama.png").read_bytes()[:4] == b"\x89PNG"
     assert "bits/char" in result.output and "Llama" in result.output
+    assert "code: reference modules 01 02" in result.output  # whose code ran
 
     run = load_run(out)
     assert isinstance(run.model, Llama) and run.model.config.num_kv_heads == 1

@@ -76,6 +76,7 @@ def test_run_scaling_writes_report_and_plot(tmp_path):
     assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"
     assert summary["parameters"]["total"] == summary["parameter_scaling"][0]["built_count"]
     assert "KV cache" in said(result) and "attention matrix" in said(result)
+    assert "code: reference modules 01 02" in said(result)  # whose code ran
 
 
 def test_list_shows_every_milestone_ready():

@@ -114,6 +114,7 @@ def test_tiny_run_writes_summary_and_plots(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["preset"] == "nano" and summary["training"]["steps"] == 12
+    assert "code: reference modules 01 02" in said(result)  # whose code ran
     assert summary["corpus"]["held_out"] == translate.TRAINING["nano"].test_size
     assert 0.0 <= summary["held_out_exact_match"] <= 1.0
     assert summary["decoding"]["cached_equals_uncached"] is True
