@@ -26,10 +26,9 @@
 # 3. **Memory**: the bytes of activations the graph keeps for the backward pass, per layer.
 # 4. **Latency** of a whole call, with warm-up and repeats, as a median and a spread.
 #
-# A last check ties the counts to theory: a training step of a transformer costs about
-# `6 x parameters x tokens` FLOPs plus a term for attention, and your count of a real step must
-# agree with that formula exactly. The given code at the end runs your profiler on the GPT you
-# trained and draws where its time goes.
+# A last check ties the counts to theory: a transformer's training step costs about `6 x
+# parameters x tokens` FLOPs plus an attention term, and your count of a real step must agree
+# exactly. The given code at the end profiles the GPT you trained and draws where time goes.
 
 # %%
 #| default_exp profile.flops
@@ -332,14 +331,13 @@ class Profiler(Listener):
 # %% [markdown]
 # ## 6. Latency: warm-up, repeats, median and spread
 #
-# A single timing is one sample of a noisy quantity: the first calls pay for cold caches and
-# numpy's first allocations, later ones for whatever else the machine runs. So
-# `latency(fn, warmup, repeats, clock)` calls `fn()` `warmup` times untimed, then `repeats` times
-# reading `clock()` just before and after each call, and returns a `Latency`: the times, their
-# median and quartiles `q1`, `q3` (the given `quartiles(times)` returns `(q1, median, q3)`, numpy's
-# percentiles at 25, 50 and 75; module 19 summarises with it too). The median ignores a few
-# slow outliers; the spread `q3 - q1` says how much to trust it. The clock is a parameter so a
-# test can pass a fake one. (Module 19 adds bootstrap intervals and a process per candidate.)
+# One timing is one sample of a noisy quantity: the first calls pay for cold caches and numpy's
+# first allocations, later ones for whatever else runs. `latency(fn, warmup, repeats, clock)`
+# calls `fn()` `warmup` times untimed, then `repeats` times reading `clock()` around each call,
+# and returns a `Latency`: the times, their median and quartiles (the given `quartiles(times)`
+# gives `(q1, median, q3)`, numpy's percentiles at 25, 50, 75). The median ignores a few slow
+# outliers; the spread `q3 - q1` says how much to trust it. The clock is a parameter so a test
+# can pass a fake one. (Module 19 adds bootstrap intervals and a process per candidate.)
 
 
 # %% nbgrader={"grade": false, "grade_id": "latency-type", "locked": true, "schema_version": 3, "solution": false, "task": false}
