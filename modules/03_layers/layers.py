@@ -378,7 +378,7 @@ def text_numbers(words) -> np.ndarray:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-linear", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-6)
+@graded(rtol=1e-5, atol=1e-6, grades="linear")
 def test_linear_forward(rng):
     np.random.seed(int(rng.integers(1 << 30)))
     layer = Linear(3, 2)
@@ -398,7 +398,7 @@ def test_linear_forward(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-linear-backward", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-8)
+@graded(rtol=1e-6, atol=1e-8, grades="linear-function")
 def test_linear_backward(rng):
     x, w, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5)), rng.standard_normal(5)
     fn = LinearFunction()
@@ -413,7 +413,7 @@ def test_linear_backward(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-module", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="module")
 def test_module_parameters_and_state(rng):
     class Net(Module):  # no super().__init__(), parameters in a plain list
         def __init__(self):

@@ -414,7 +414,7 @@ from tinytorch.core.tensor import Tensor
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-clip", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-7)
+@graded(rtol=1e-5, atol=1e-7, grades="clip")
 def test_clip_grad_norm_by_hand(rng):
     a, b = Tensor(np.zeros(2), requires_grad=True), Tensor(np.zeros(1), requires_grad=True)
     a.grad, b.grad = np.array([3.0, 0.0], dtype=np.float32), np.array([4.0], dtype=np.float32)
@@ -437,7 +437,7 @@ def test_clip_grad_norm_by_hand(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-schedule", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-9, atol=1e-12)
+@graded(rtol=1e-9, atol=1e-12, grades="schedule")
 def test_schedule_shape(rng):
     s = CosineSchedule(max_lr=1.0, warmup_steps=4, total_steps=14, min_lr=0.2)
     assert s(0) == 0.25 and s(3) == 1.0 and s(4) == 1.0
@@ -452,7 +452,7 @@ def test_schedule_shape(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-checkpoint", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="checkpoint")
 def test_checkpoint_arrays_round_trip(rng):
     model = Linear(3, 2)
     model.weight.data = rng.normal(size=(3, 2)).astype(np.float32)

@@ -362,7 +362,7 @@ from tinytorch.checks import graded
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-epoch", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades=("tensor-dataset", "dataloader"))
 def test_epoch_covers_every_sample_once(rng):
     ds = TensorDataset(np.arange(10) * 3, np.arange(10))
     for shuffle in (False, True):
@@ -388,7 +388,7 @@ def test_epoch_covers_every_sample_once(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-lm-windows", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="lm-dataset")
 def test_lm_windows(rng):
     tokens = np.arange(100, 130)
     ds = LanguageModelDataset(tokens, seq_len=5)

@@ -538,7 +538,7 @@ def randomise_norms(module, rng) -> None:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-layernorm", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-5)
+@graded(rtol=1e-4, atol=1e-5, grades="layernorm")
 def test_layernorm_normalises_each_position(rng):
     x = Tensor(rng.normal(3.0, 5.0, (2, 4, 16)))
     y = LayerNorm(16)(x).data
@@ -557,7 +557,7 @@ def test_layernorm_normalises_each_position(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-layernorm-grad", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-7)
+@graded(rtol=1e-5, atol=1e-7, grades="layernorm")
 def test_layernorm_backward_matches_differences(rng):
     x, g, b = rng.normal(size=(3, 5)), rng.normal(size=5), rng.normal(size=5)
     w = rng.normal(size=(3, 5))
@@ -574,7 +574,7 @@ def test_layernorm_backward_matches_differences(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-mlp-block", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-5)
+@graded(rtol=1e-4, atol=1e-5, grades=("mlp", "block"))
 def test_mlp_and_block_shapes(rng):
     np.random.seed(int(rng.integers(1 << 30)))
     x = Tensor(rng.normal(size=(2, 6, 16)).astype(np.float32), requires_grad=True)
@@ -596,7 +596,7 @@ def test_mlp_and_block_shapes(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-gpt", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-5)
+@graded(rtol=1e-4, atol=1e-5, grades="gpt")
 def test_gpt_is_causal_and_generates(rng):
     np.random.seed(int(rng.integers(1 << 30)))
     gpt = GPT(vocab_size=20, embed_dim=16, num_layers=2, num_heads=2, max_seq_len=8)

@@ -32,7 +32,7 @@ import nbformat
 
 from tito.curriculum import exporter
 from tito.curriculum.catalog import CourseModule
-from tito.curriculum.program import Program, build_program
+from tito.curriculum.program import Program, build_program, declared
 from tito.errors import TitoError
 from tito.grading import judge
 from tito.sandbox import bwrap as sandbox
@@ -50,6 +50,8 @@ class Check:
     reason: str = ""  # why it failed, one line
     output: str = ""  # what the check printed (and its traceback), for the feedback
     seconds: float = 0.0
+    grades: tuple[str, ...] = ()  # the solution cells it measures (`@graded(grades=...)`)
+    alone: bool = False  # passed only with the reference's code in the other solution cells
 
 
 @dataclass
@@ -72,11 +74,22 @@ class Scored:
 
 
 def build_job(program: Program, nonces: list[str], paths: list[str], timeout: float,
-              seed: int = 0) -> str:  # fmt: skip
+              seed: int = 0, parts: list[tuple[Program, list[str]]] = ()) -> str:  # fmt: skip
+    """The runner's job: every check of `program` over its cells and `paths`; then, for each
+    further part (an isolated program and the search path of its own stage), its checks over
+    its own cells and path (their nonces follow the first program's in `nonces`)."""
     checks = [
-        {"label": grade_id, "code": code, "index": index, "nonce": nonce}
-        for (grade_id, _, code, index), nonce in zip(program.checks, nonces, strict=True)
+        {"label": grade_id, "code": code, "index": index}
+        for grade_id, _, code, index in program.checks
     ]
+    for other, path in parts:
+        cells = [[label, text, index] for label, text, index in other.cells]
+        checks += [
+            {"label": grade_id, "code": code, "index": index, "cells": cells, "path": path}
+            for grade_id, _, code, index in other.checks
+        ]
+    for check, nonce in zip(checks, nonces, strict=True):
+        check["nonce"] = nonce
     cells = [[label, text, index] for label, text, index in program.cells]
     rlimits = dict(limits.RLIMITS, RLIMIT_CPU=int(limits.check_seconds(timeout)) + 1)
     job = {
@@ -138,7 +151,8 @@ def read_verdict(output: str, nonce: str, check: Check, timeout: float) -> list[
 
 @dataclass
 class Run:
-    """One sandboxed run of every check of a program, and each check's nonce."""
+    """One sandboxed run of every check of a program (then of each further part), and each
+    check's nonce, in the job's order."""
 
     output: str
     nonces: list[str]
@@ -147,26 +161,41 @@ class Run:
     export_error: str = ""
 
 
+def _stage_export(program: Program, module: CourseModule, stage: Path, into: Path,
+                  origin: str) -> str:  # fmt: skip
+    """`stage` copied to `into` with the program's export of `module`; the error, or ""."""
+    shutil.copytree(stage, into)
+    try:
+        files = exporter.render(program.merged, module, origin=origin)
+        exporter.write(files, into / "tinytorch")
+    except TitoError as err:
+        return f"{origin}'s export failed: {err.message}"
+    return ""
+
+
 def run_checks(module: CourseModule, program: Program, stage: Path, timeout: float, seed: int,
-               unsafe: bool = False, origin: str = "the submission") -> Run:  # fmt: skip
+               unsafe: bool = False, origin: str = "the submission",
+               parts: list[Program] = ()) -> Run:  # fmt: skip
     """Every check of `program`, each in a fresh process of one sandbox, over `stage` (the
-    reference of the modules `module` requires) with the program's own export of `module`."""
+    reference of the modules `module` requires) with the program's own export of `module`;
+    then the checks of each further program in `parts`, each over a stage of its own."""
     with tempfile.TemporaryDirectory(prefix="tito-grade-") as folder:
         work = Path(folder)
-        shutil.copytree(stage, work / "stage")
-        export_error = ""
-        try:
-            files = exporter.render(program.merged, module, origin=origin)
-            exporter.write(files, work / "stage" / "tinytorch")
-        except TitoError as err:
-            export_error = f"{origin}'s export failed: {err.message}"
+        export_error = _stage_export(program, module, stage, work / "stage", origin)
+        mount = work if unsafe else Path(sandbox.MOUNT)
+        numpy_dir = _numpy_dir()
+        search = [str(mount / "stage"), numpy_dir]
+        placed = []
+        for number, part in enumerate(parts):
+            name = f"part{number}"
+            _stage_export(part, module, stage, work / name, origin)  # its error is the same
+            placed.append((part, [str(mount / name), numpy_dir]))
         shutil.copyfile(RUNNER, work / RUNNER.name)
         shutil.copyfile(WIRE, work / WIRE.name)
-        mount = work if unsafe else Path(sandbox.MOUNT)
-        search = [str(mount / "stage"), _numpy_dir()]
-        nonces = [secrets.token_hex(16) for _ in program.checks]
-        job = build_job(program, nonces, search, timeout, seed)
-        wall = limits.SLACK + len(program.checks) * (limits.check_seconds(timeout) + 0.5)
+        count = len(program.checks) + sum(len(part.checks) for part in parts)
+        nonces = [secrets.token_hex(16) for _ in range(count)]
+        job = build_job(program, nonces, search, timeout, seed, placed)
+        wall = limits.SLACK + count * (limits.check_seconds(timeout) + 0.5)
         run = sandbox.run_python(RUNNER.name, work, job, wall, unsafe=unsafe)
     stopped = run.ending() if run.stopped else ""
     return Run(run.output, nonces, run.seconds, stopped, export_error)
@@ -248,7 +277,10 @@ def score(
     its probes' numbers against the reference's (`expected`, on its seed; computed here when
     not given)."""
     program = build_program(source, submission)
-    checks = [Check(grade_id, points) for grade_id, points, _, _ in program.checks]
+    checks = [
+        Check(grade_id, points, grades=declared(code))
+        for grade_id, points, code, _ in program.checks
+    ]
     scored = Scored(checks, list(program.notes))
     if program.refused:
         scored.notes.insert(0, f"not run: {program.refused}")
@@ -277,7 +309,56 @@ def score(
         check.passed, check.reason = not why, why
         if run.stopped and not check.passed and not check.reason.startswith("timeout"):
             check.reason = f"{run.stopped}: the grading process was stopped"
+    isolate(module, source, submission, program, scored, expected, reference_stage, timeout,
+            unsafe)  # fmt: skip
     return scored
+
+
+def _solutions(source: nbformat.NotebookNode) -> dict[str, str]:
+    return {
+        cell.metadata["nbgrader"]["grade_id"]: cell.source
+        for cell in source.cells
+        if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution")
+    }
+
+
+def isolate(module: CourseModule, source: nbformat.NotebookNode,
+            submission: nbformat.NotebookNode, program: Program, scored: Scored,
+            expected: Reference, stage: Path, timeout: float, unsafe: bool) -> None:  # fmt: skip
+    """Each failed check again, with the reference's code in every solution cell the check does
+    not declare: it passes when the student's declared cells alone match the reference. All
+    such runs of one submission share one sandbox; what they print is never shown (it is the
+    reference's code running)."""
+    reference_code = _solutions(source)
+    theirs = {label: code for label, code, _ in program.cells if label in reference_code}
+    same = {cell for cell, code in reference_code.items() if theirs.get(cell) == code}
+    groups: dict[tuple[str, ...], list[Check]] = {}
+    for check in scored.checks:
+        wanted = expected.numbers.get(check.grade_id)
+        if check.passed or not check.grades or wanted is None or wanted.problem:
+            continue
+        own = tuple(cell for cell in check.grades if cell in reference_code)
+        if own and all(cell in same for cell in own):
+            check.passed, check.alone, check.reason = True, True, ""  # alone: the reference
+        elif not set(reference_code).difference(own).issubset(same):
+            groups.setdefault(own, []).append(check)  # else alone is what already ran
+    if not groups:
+        return
+    parts = []
+    for own, group in groups.items():
+        part = build_program(source, submission, own=own)
+        part.checks = [c for c in part.checks if any(c[0] == g.grade_id for g in group)]
+        parts.append(part)
+    run = run_checks(module, parts[0], stage, timeout, expected.seed, unsafe, parts=parts[1:])
+    scored.seconds += run.seconds
+    nonces = iter(run.nonces)
+    for part in parts:
+        for grade_id, _, _, _ in part.checks:
+            nonce = next(nonces)
+            check = next(c for c in scored.checks if c.grade_id == grade_id)
+            mine = judge.read_numbers(npzwire.from_lines(run.output, nonce, "numbers"))
+            if not judge.judge(mine, expected.numbers[grade_id]):
+                check.passed, check.alone, check.reason = True, True, ""
 
 
 def _numpy_dir() -> str:
