@@ -595,7 +595,7 @@ def test_mlp_and_block_shapes(rng):
     return found
 
 
-# %% nbgrader={"grade": true, "grade_id": "test-gpt", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": true, "grade_id": "test-gpt", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 @graded(rtol=1e-4, atol=1e-5, grades="gpt")
 def test_gpt_is_causal_and_generates(rng):
     np.random.seed(int(rng.integers(1 << 30)))
@@ -614,7 +614,12 @@ def test_gpt_is_causal_and_generates(rng):
     again = gpt.generate(tokens, max_new_tokens=6, temperature=0, use_cache=False)
     np.testing.assert_array_equal(out, again)
     backward_with(gpt(tokens), rng)
+    return {"logits": logits, "dparams": grads_of(gpt), "greedy": out}
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-sample", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+@graded(rtol=0, atol=0, grades="sample")
+def test_sample_next(rng):
     scores = rng.normal(scale=2.0, size=(4, 20))
     draws = [sample_next(scores, 0.8, top_k, np.random.default_rng(7)) for top_k in (None, 3)]
-    return {"logits": logits, "dparams": grads_of(gpt), "greedy": out,
-            "greedy_rows": sample_next(scores, 0, None, None), "sampled": np.stack(draws)}  # fmt: skip
+    return {"greedy_rows": sample_next(scores, 0, None, None), "sampled": np.stack(draws)}

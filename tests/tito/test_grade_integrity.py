@@ -25,10 +25,10 @@ from trivial import all_trivial, gutted, trivial
 from typer.testing import CliRunner
 
 from tito.cli.main import app
-from tito.curriculum import paths, refusals
+from tito.curriculum import paths, program, refusals
 from tito.curriculum.catalog import MODULES, CourseModule
 from tito.grading import course as course_folder
-from tito.grading import gradebook, scoring
+from tito.grading import gradebook
 from tito.grading import nbgrader as grading
 from tito.sandbox import limits
 
@@ -326,12 +326,12 @@ def graded(tmp_path_factory) -> dict[int, Graded]:
 
 @contextmanager
 def _no_static_check():
-    keep = scoring.forbidden
-    scoring.forbidden = lambda *args, **kwargs: None
+    keep = program.forbidden
+    program.forbidden = lambda *args, **kwargs: None
     try:
         yield
     finally:
-        scoring.forbidden = keep
+        program.forbidden = keep
 
 
 def test_blank_release_scores_zero_and_reference_full_on_every_module(graded):

@@ -24,7 +24,7 @@ from tito.curriculum.catalog import CourseModule
 from tito.curriculum.notebooks import secret_lines
 from tito.errors import TitoError
 from tito.grading import course as layout
-from tito.grading import scoring
+from tito.grading import scoring, verdict
 from tito.grading.course import assignment_id, notebook_file
 from tito.grading.gradebook import record_outcomes
 from tito.inert import clean_feedback
@@ -78,11 +78,10 @@ class InjectVerdicts(NbGraderPreprocessor):
             check = scoring.Check(str(meta.get("grade_id")), 0.0, reason=reason)
         if check.output:
             cell.outputs.append(new_output("stream", name="stdout", text=check.output + "\n"))
-        if not check.passed:
-            name = check.reason.split(":")[0] if ":" in check.reason else "NotPassed"
-            cell.outputs.append(
-                new_output("error", ename=name, evalue=check.reason, traceback=[check.reason])
-            )
+        error = verdict.cell_outputs(check.passed, check.reason)
+        if error is not None:  # nbgrader scores the cell 0 exactly when it has an error output
+            name, reason = error
+            cell.outputs.append(new_output("error", ename=name, evalue=reason, traceback=[reason]))
         return cell, resources
 
 
@@ -198,6 +197,7 @@ class Outcome:
     checks: list = field(default_factory=list)  # scoring.Check per graded cell (sandboxed runs)
     seconds: float = 0.0  # time spent in sandboxed processes for this student
     seed: int | None = None  # the seed the probes ran on (the same for the whole run)
+    lost: list[str] = field(default_factory=list)  # one line per check that lost its points
 
 
 def students(
@@ -351,7 +351,8 @@ def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcom
         if cause:
             message = f"{cause}; nbgrader cannot record such a notebook (restore the grade id)"
         return Outcome(name, False, message, scored.checks, scored.seconds, scored.seed)
-    return Outcome(name, True, scored.summary(), scored.checks, scored.seconds, scored.seed)
+    return Outcome(name, True, scored.summary(), scored.checks, scored.seconds, scored.seed,
+                   scored.lost())  # fmt: skip
 
 
 def grading_timeout(api: NbGraderAPI) -> float:

@@ -32,9 +32,9 @@ import nbformat
 
 from tito.curriculum import exporter
 from tito.curriculum.catalog import CourseModule
-from tito.curriculum.program import Program, build_program, declared
+from tito.curriculum.program import Program, build_program, declared, describe_cells
 from tito.errors import TitoError
-from tito.grading import judge
+from tito.grading import judge, verdict
 from tito.sandbox import bwrap as sandbox
 from tito.sandbox import limits, npzwire
 
@@ -61,12 +61,17 @@ class Scored:
     seconds: float = 0.0
     seed: int | None = None  # the seed the probes ran on
 
+    def lost(self) -> list[str]:
+        """One line per check that lost its points: the check, the function(s) it measures,
+        and what differed."""
+        return [f"{c.grade_id}: {c.reason}" for c in self.checks if not c.passed and c.reason]
+
     def summary(self) -> str:
-        """One line: the first real cause of lost points, naming the cell."""
-        failed = [f"{c.grade_id}: {c.reason}" for c in self.checks if not c.passed and c.reason]
-        # a plain cell of the course (a demo, "cell 27") failing is a consequence, not a cause
+        """One line: the first real cause of lost points, naming the cell. A plain cell of the
+        course (a demo, "cell 27") that failed in the sandbox is never the cause: it is the
+        course's own code, and it costs no point."""
         demo = [n for n in self.notes if n.split(":")[0].split(" ")[-1].isdigit()]
-        lines = [n for n in self.notes if n not in demo] + failed + demo
+        lines = [n for n in self.notes if n not in demo] + self.lost()
         return lines[0] if lines else ""
 
 
@@ -104,49 +109,14 @@ def build_job(program: Program, nonces: list[str], paths: list[str], timeout: fl
     return json.dumps(dict(job, checks=checks))
 
 
-ENDINGS = {
-    "signal 9": "killed (SIGKILL: out of memory, or too many processes)",
-    "signal 24": "CPU time limit exceeded",
-    "signal 25": "output limit exceeded",
-    "signal 11": "crashed (segmentation fault)",
-    "output": "output limit exceeded (1 MiB)",
-}
-
-
 def read_verdict(output: str, nonce: str, check: Check, timeout: float) -> list[str]:
-    """Fill in `check` from the runner's output (only lines with its nonce count); returns the
-    errors of the cells before the check."""
-    lines = output.splitlines()
-    marks = [i for i, line in enumerate(lines) if line.startswith(nonce + " ")]
-    words = {i: lines[i][len(nonce) + 1 :] for i in marks}
-    begin = next((i for i in marks if words[i] == "begin"), None)
-    verdicts = [i for i in marks if words[i] == "pass" or words[i].startswith("fail ")]
-    verdict = verdicts[-1] if verdicts else None
-    ended = next((words[i][len("ended ") :] for i in marks if words[i].startswith("ended ")), None)
-    notes = [words[i][len("note ") :] for i in marks if words[i].startswith("note ")]
-    if begin is not None:
-        shown = lines[begin + 1 : verdict] if verdict is not None else lines[begin + 1 :]
-        check.output = "\n".join(line for line in shown if not line.startswith(nonce)).strip()
-    # The runner writes exactly one verdict, then exits with status 0. A second verdict line
-    # means the submission found the nonce and printed one of its own: that is never a pass.
-    if len(verdicts) > 1:
-        check.reason = "the submission wrote a verdict line of its own (tampering)"
-    elif verdict is not None and words[verdict] == "pass" and ended == "status 0":
-        check.passed = True
-    elif verdict is not None and words[verdict] == "pass":
-        check.reason = f"the check passed, but its process then ended with {ended}"
-    elif verdict is not None:
-        check.reason = words[verdict][len("fail ") :]
-        if notes and check.reason.startswith(("NameError", "ImportError", "ModuleNotFoundError")):
-            check.reason += f" (cell {notes[0]})"
-    elif ended is None:
-        check.reason = "the grading process ended before this check ran"
-    elif ended.startswith("timeout"):
-        check.reason = f"timeout: stopped after {timeout:g} s and killed (it ignored the stop)"
-    else:
-        why = ENDINGS.get(ended, f"ended with {ended}")
-        check.reason = f"{why}, before the check finished"
-    return notes
+    """Fill in `check` from what its process said (tito/grading/verdict.py: only lines with its
+    nonce count); returns the errors of the cells before the check. The numbers decide later."""
+    ending = verdict.read_ending(output, nonce)
+    check.output = ending.output
+    check.reason = verdict.process_reason(ending, timeout)
+    check.passed = not check.reason
+    return ending.notes
 
 
 @dataclass
@@ -301,16 +271,15 @@ def score(
         # Only the numbers decide; what the process said (its verdict line) only explains.
         wanted = expected.numbers.get(check.grade_id) or judge.Numbers(problem=NOT_A_PROBE)
         mine = judge.read_numbers(npzwire.from_lines(run.output, nonce, "numbers"))
-        why = judge.judge(mine, wanted)
-        if mine.problem == "no numbers came back" and not wanted.problem and check.reason:
-            why = check.reason  # the cell itself raised, or the process died: say so
-        elif why and not mine.problem and check.reason.endswith("(tampering)"):
-            why = check.reason
-        check.passed, check.reason = not why, why
-        if run.stopped and not check.passed and not check.reason.startswith("timeout"):
-            check.reason = f"{run.stopped}: the grading process was stopped"
+        said = check.reason
+        decided = verdict.decide(check.points, judge.judge(mine, wanted), mine.problem,
+                                 wanted.problem, said, run.stopped)  # fmt: skip
+        check.passed, check.reason = decided.passed, decided.reason
     isolate(module, source, submission, program, scored, expected, reference_stage, timeout,
             unsafe)  # fmt: skip
+    for check in checks:
+        if not check.passed:
+            check.reason = verdict.blame(check.reason, describe_cells(source, check.grades))
     return scored
 
 
@@ -337,9 +306,11 @@ def isolate(module: CourseModule, source: nbformat.NotebookNode,
         wanted = expected.numbers.get(check.grade_id)
         if check.passed or not check.grades or wanted is None or wanted.problem:
             continue
+        if any(probe.get("error") for probe in wanted.probes):
+            continue  # the reference itself failed on this seed: nothing can pass
         own = tuple(cell for cell in check.grades if cell in reference_code)
         if own and all(cell in same for cell in own):
-            check.passed, check.alone, check.reason = True, True, ""  # alone: the reference
+            _alone(check, "")  # alone, the check runs the reference itself
         elif not set(reference_code).difference(own).issubset(same):
             groups.setdefault(own, []).append(check)  # else alone is what already ran
     if not groups:
@@ -357,8 +328,13 @@ def isolate(module: CourseModule, source: nbformat.NotebookNode,
             nonce = next(nonces)
             check = next(c for c in scored.checks if c.grade_id == grade_id)
             mine = judge.read_numbers(npzwire.from_lines(run.output, nonce, "numbers"))
-            if not judge.judge(mine, expected.numbers[grade_id]):
-                check.passed, check.alone, check.reason = True, True, ""
+            _alone(check, judge.judge(mine, expected.numbers[grade_id]))
+
+
+def _alone(check: Check, judged: str) -> None:
+    decided = verdict.alone(verdict.Verdict(check.passed, check.reason, 0.0), check.points, judged)
+    check.alone = decided.passed and not check.passed
+    check.passed, check.reason = decided.passed, decided.reason
 
 
 def _numpy_dir() -> str:
