@@ -620,6 +620,9 @@ def test_gpt_is_causal_and_generates(rng):
 # %% nbgrader={"grade": true, "grade_id": "test-sample", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 @graded(rtol=0, atol=0, grades="sample")
 def test_sample_next(rng):
-    scores = rng.normal(scale=2.0, size=(4, 20))
-    draws = [sample_next(scores, 0.8, top_k, np.random.default_rng(7)) for top_k in (None, 3)]
+    scores = rng.normal(scale=2.0, size=(64, 20))
+    draws = [
+        sample_next(scores, temperature, top_k, np.random.default_rng(7))
+        for temperature, top_k in ((0.5, None), (2.0, None), (0.8, 3))
+    ]
     return {"greedy_rows": sample_next(scores, 0, None, None), "sampled": np.stack(draws)}
