@@ -308,7 +308,7 @@ def random_embedding(rng, vocab_size: int, embed_dim: int) -> Embedding:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-lookup", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-6, grades="lookup")
+@graded(rtol=1e-5, atol=1e-6, grades=("lookup", "embedding"))
 def test_lookup_and_scatter_add(rng):
     emb = Embedding(5, 3)
     ids = np.array([[0, 3, 3], [4, 3, 0]])

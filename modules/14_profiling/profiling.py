@@ -1034,7 +1034,13 @@ def test_kept_activation_bytes(rng):
     layers = profiler.kept_by_layer()
     assert sum(layers.values()) == kept and profiler.live_bytes == 0
     assert "blocks.0.attention" in layers and "blocks.0.mlp.linear1" in layers
-    return {"kept": kept, "layers": list(layers.values())}
+    frozen = _random_gpt(rng, tie=False)  # nothing needs a gradient: nothing is kept
+    for p in frozen.parameters():
+        p.requires_grad = False
+    quiet = Profiler(frozen)
+    with listen(quiet):
+        frozen(rng.integers(0, frozen.vocab_size, size=(2, 8)))
+    return {"kept": kept, "layers": list(layers.values()), "frozen": quiet.peak_bytes}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-latency", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}

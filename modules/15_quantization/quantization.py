@@ -627,7 +627,12 @@ def test_calibration_records_each_linear_input(rng):
     assert mlp_in.count == 3
     np.testing.assert_allclose([mlp_in.low, mlp_in.high], [min(map(np.min, seen)),
                                max(map(np.max, seen))], rtol=1e-5)  # fmt: skip
-    return {"low": np.array(mlp_in.low), "high": np.array(mlp_in.high)}
+    observer = RangeObserver()  # the range of every batch seen, not of the last one
+    parts = rng.normal(size=(3, 5)) + np.array([[4.0], [0.0], [-4.0]])
+    for part in parts:
+        observer.observe(part)
+    return {"low": np.array(mlp_in.low), "high": np.array(mlp_in.high),
+            "observed": np.array([observer.low, observer.high, observer.count])}  # fmt: skip
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-qlinear", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}

@@ -204,10 +204,11 @@ def unguarded_attackers(module: CourseModule, source) -> dict[str, object]:
     if module.number >= 5:
         class_["oracle"] = edited(hollow, code=LIARS + ORACLE)
     if module.number == 13:  # issue 22's "no real code at all": LayerNorm gives zeros (and a
-        # zero backward), MLP and block return their input, GPT zero logits
+        # zero backward), MLP and block return their input, sample_next and GPT give zeros
         issue = nbformat.from_dict(source)
         for grade_id, kind in [("layernorm", "zeros"), ("mlp", "passthrough"),
-                               ("block", "passthrough"), ("gpt", "zeros")]:  # fmt: skip
+                               ("block", "passthrough"), ("sample", "zeros"),
+                               ("gpt", "zeros")]:  # fmt: skip
             cell = cell_by_id(issue, grade_id)
             cell.source = gutted(cell.source, kind)
         class_["no-real-code"] = edited(issue, code=LIARS)
