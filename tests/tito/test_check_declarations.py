@@ -4,13 +4,21 @@ check, and (tito/grading/scoring.py isolates each check) only the checks that de
 
 from __future__ import annotations
 
+import re
+
 import nbformat
 import pytest
 
 from tinytorch.checks import Collect, graded
 from tito.curriculum import notebooks, paths
 from tito.curriculum.catalog import MODULES
-from tito.curriculum.program import build_program, declared, describe_cells, solution_functions
+from tito.curriculum.program import (
+    build_program,
+    declared,
+    describe_cells,
+    solution_functions,
+    untouched,
+)
 
 
 def _meta(cell) -> dict:
@@ -80,3 +88,17 @@ def test_a_cell_is_described_by_the_functions_its_solution_regions_stand_in():
     assert describe_cells(source, ("layernorm",)) == "LayerNorm.forward (cell 'layernorm')"
     plain = "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n\nY = 2\n"
     assert solution_functions(plain) == ["f"]
+
+
+def test_a_cell_left_as_released_is_told_from_one_with_code_of_the_students():
+    module = next(m for m in MODULES if m.number == 13)
+    source = notebooks.read_source(paths.source(module))
+    code = next(c.source for c in source.cells if _meta(c).get("grade_id") == "layernorm")
+    tito_stub = notebooks.strip_solutions(code, module)
+    nbgrader_stub = re.sub(r"# TODO: your code here.*", "# TODO: your code here", tito_stub)
+    nbgrader_stub = re.sub(r"NotImplementedError\(.*\)", "NotImplementedError()", nbgrader_stub)
+    assert nbgrader_stub != tito_stub
+    assert untouched(tito_stub, code) and untouched(tito_stub + "\n\n", code)
+    assert untouched(nbgrader_stub, code)
+    assert not untouched(code, code)
+    assert not untouched(tito_stub.replace("raise NotImplementedError", "return x  #"), code)

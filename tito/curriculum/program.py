@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import nbformat
 
+from tito.curriculum.notebooks import BEGIN_SOLUTION, END_SOLUTION
 from tito.curriculum.refusals import bound_names, forbidden, parse, protected_names
 
 
@@ -82,6 +83,24 @@ def solution_functions(code: str) -> list[str]:
     if not found:
         found = sorted(bound_names(tree))
     return found
+
+
+STUB_LINES = ("# TODO: your code here", "raise NotImplementedError(")
+
+
+def untouched(code: str, reference: str) -> bool:
+    """True when a student's solution cell is the release's: the reference cell's lines outside
+    its solution regions, and in each region only a stub (nbgrader's or tito's), whitespace
+    aside. Such a cell holds no code of the student's."""
+    given, inside = [], False
+    for line in reference.splitlines():
+        marker = line.strip()
+        if marker in (BEGIN_SOLUTION, END_SOLUTION):
+            inside = marker == BEGIN_SOLUTION
+        elif not inside and marker:
+            given.append(marker)
+    theirs = [line.strip() for line in code.splitlines() if line.strip()]
+    return [line for line in theirs if not line.startswith(STUB_LINES)] == given
 
 
 def describe_cells(source: nbformat.NotebookNode, cells: tuple[str, ...]) -> str:

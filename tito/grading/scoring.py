@@ -32,7 +32,13 @@ import nbformat
 
 from tito.curriculum import exporter
 from tito.curriculum.catalog import CourseModule
-from tito.curriculum.program import Program, build_program, declared, describe_cells
+from tito.curriculum.program import (
+    Program,
+    build_program,
+    declared,
+    describe_cells,
+    untouched,
+)
 from tito.errors import TitoError
 from tito.grading import judge, verdict
 from tito.sandbox import bwrap as sandbox
@@ -297,7 +303,10 @@ def isolate(module: CourseModule, source: nbformat.NotebookNode,
     """Each failed check again, with the reference's code in every solution cell the check does
     not declare: it passes when the student's declared cells alone match the reference. All
     such runs of one submission share one sandbox; what they print is never shown (it is the
-    reference's code running)."""
+    reference's code running). Not run again: a check whose declared cells are still the
+    release's stubs (nothing of the student's to measure), one whose declared cells are the
+    reference's text (it passes: alone it is the reference), and one whose other cells already
+    are the reference's (alone is what already ran)."""
     reference_code = _solutions(source)
     theirs = {label: code for label, code, _ in program.cells if label in reference_code}
     same = {cell for cell, code in reference_code.items() if theirs.get(cell) == code}
@@ -309,6 +318,8 @@ def isolate(module: CourseModule, source: nbformat.NotebookNode,
         if any(probe.get("error") for probe in wanted.probes):
             continue  # the reference itself failed on this seed: nothing can pass
         own = tuple(cell for cell in check.grades if cell in reference_code)
+        if all(cell not in theirs or untouched(theirs[cell], reference_code[cell]) for cell in own):
+            continue  # the student wrote none of the code it measures: it earns nothing
         if own and all(cell in same for cell in own):
             _alone(check, "")  # alone, the check runs the reference itself
         elif not set(reference_code).difference(own).issubset(same):
