@@ -378,7 +378,7 @@ def test_with_no_static_check_the_judge_alone_holds(graded, number):
 def test_attackers_score_no_more_than_blank_and_the_victim_keeps_full_marks(graded, number):
     result = graded[number]
     scores = result.scores
-    attackers_ = set(scores.rows) - {"reference", "blank", "duplicate", "renamed"}
+    attackers_ = set(scores.rows) - {"reference", "blank", "duplicate", "renamed", "syntax"}
     assert len(attackers_) >= 10
     for student in attackers_:
         assert scores.total(student) <= scores.total("blank"), (student, result.outcomes[student])
@@ -408,6 +408,9 @@ def test_each_failure_names_its_real_cause_and_cell(graded):
     assert "out of memory" in said["hog"]
     assert "output limit" in said["flood"]
     assert "SyntaxError" in said["syntax"] and "layernorm" in said["syntax"]
+    # the reference with a syntax error in LayerNorm: it costs the checks of that cell only
+    lost = {c.grade_id for c in graded[13].outcomes["syntax"].checks if not c.passed}
+    assert lost == {"test-layernorm", "test-layernorm-grad"}
     assert said["reference"] == ""
     thief = graded[13].outcomes["thief"]
     assert all("verdict line of its own (tampering)" in c.reason for c in thief.checks)
