@@ -55,6 +55,10 @@ def test_a_check_passes_alone_only_when_its_isolated_run_matched():
     assert verdict.alone(lost, 2, None) == lost
     assert verdict.blame("'y' differs", "f (cell 'c')") == "f (cell 'c'): 'y' differs"
     assert verdict.blame("", "f (cell 'c')") == ""
+    assert verdict.hit_limit("timeout: stopped after 5 s")
+    assert verdict.hit_limit("out of memory (MemoryError)")
+    assert verdict.hit_limit("killed: the grading process was stopped")
+    assert not verdict.hit_limit("'y' differs from the reference in 3 of 4 value(s)")
 
 
 def test_inject_verdicts_writes_an_error_output_exactly_when_the_verdict_failed():

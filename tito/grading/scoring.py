@@ -303,7 +303,8 @@ def isolate(module: CourseModule, source: nbformat.NotebookNode,
     """Each failed check again, with the reference's code in every solution cell the check does
     not declare: it passes when the student's declared cells alone match the reference. All
     such runs of one submission share one sandbox; what they print is never shown (it is the
-    reference's code running). Not run again: a check whose declared cells are still the
+    reference's code running). Not run again: a check that ran into a limit (verdict.hit_limit),
+    a check whose declared cells are still the
     release's stubs (nothing of the student's to measure), one whose declared cells are the
     reference's text (it passes: alone it is the reference), and one whose other cells already
     are the reference's (alone is what already ran)."""
@@ -317,6 +318,8 @@ def isolate(module: CourseModule, source: nbformat.NotebookNode,
             continue
         if any(probe.get("error") for probe in wanted.probes):
             continue  # the reference itself failed on this seed: nothing can pass
+        if verdict.hit_limit(check.reason):
+            continue
         own = tuple(cell for cell in check.grades if cell in reference_code)
         if all(cell not in theirs or untouched(theirs[cell], reference_code[cell]) for cell in own):
             continue  # the student wrote none of the code it measures: it earns nothing

@@ -109,6 +109,14 @@ def decide(points: float, judged: str, numbers_problem: str, reference_problem: 
     return Verdict(not why, why, 0.0 if why else float(points))
 
 
+def hit_limit(reason: str) -> bool:
+    """Whether a failed check's process ran into a limit (time, memory, output, a stopped
+    sandbox). Such a check is not run again alone: a second run would double what one
+    submission can cost the class's grading."""
+    limits = ("timeout", "out of memory", *ENDINGS.values())
+    return reason.startswith(limits) or reason.endswith("the grading process was stopped")
+
+
 def alone(verdict: Verdict, points: float, judged_alone: str | None) -> Verdict:
     """The verdict once the check ran again with the reference in every solution cell it does
     not declare (`judged_alone`: the judge's comparison of that run; None when it did not run).
