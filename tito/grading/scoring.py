@@ -304,10 +304,9 @@ def isolate(module: CourseModule, source: nbformat.NotebookNode,
     not declare: it passes when the student's declared cells alone match the reference. All
     such runs of one submission share one sandbox; what they print is never shown (it is the
     reference's code running). Not run again: a check that ran into a limit (verdict.hit_limit),
-    a check whose declared cells are still the
-    release's stubs (nothing of the student's to measure), one whose declared cells are the
-    reference's text (it passes: alone it is the reference), and one whose other cells already
-    are the reference's (alone is what already ran)."""
+    one with a declared cell still the release's stub (alone it would run that stub and fail),
+    one whose declared cells are the reference's text (it passes: alone it is the reference),
+    and one whose other cells already are the reference's (alone is what already ran)."""
     reference_code = _solutions(source)
     theirs = {label: code for label, code, _ in program.cells if label in reference_code}
     same = {cell for cell, code in reference_code.items() if theirs.get(cell) == code}
@@ -321,8 +320,8 @@ def isolate(module: CourseModule, source: nbformat.NotebookNode,
         if verdict.hit_limit(check.reason):
             continue
         own = tuple(cell for cell in check.grades if cell in reference_code)
-        if all(cell not in theirs or untouched(theirs[cell], reference_code[cell]) for cell in own):
-            continue  # the student wrote none of the code it measures: it earns nothing
+        if any(cell not in theirs or untouched(theirs[cell], reference_code[cell]) for cell in own):
+            continue  # a declared cell holds no code of the student's: alone it fails too
         if own and all(cell in same for cell in own):
             _alone(check, "")  # alone, the check runs the reference itself
         elif not set(reference_code).difference(own).issubset(same):
