@@ -614,7 +614,11 @@ def test_gpt_is_causal_and_generates(rng):
     again = gpt.generate(tokens, max_new_tokens=6, temperature=0, use_cache=False)
     np.testing.assert_array_equal(out, again)
     backward_with(gpt(tokens), rng)
-    return {"logits": logits, "dparams": grads_of(gpt), "greedy": out}
+    tied = GPT(vocab_size=20, embed_dim=16, num_layers=1, num_heads=2, max_seq_len=8,
+               tie_weights=True)  # fmt: skip
+    randomise_norms(tied, rng)
+    return {"logits": logits, "dparams": grads_of(gpt), "greedy": out,
+            "tied": tied(tokens).data}  # fmt: skip
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-sample", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
