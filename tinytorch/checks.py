@@ -3,7 +3,7 @@
 Given code (no course exercise writes it). Each graded cell of a course notebook is a probe: a
 function of a random generator that calls the student's code and returns raw numbers.
 
-    @graded(rtol=1e-4, atol=1e-6)
+    @graded(rtol=1e-4, atol=1e-6, grades="layernorm")
     def test_layernorm(rng):
         x = Tensor(rng.normal(size=(2, 4, 16)), requires_grad=True)
         y = LayerNorm(16)(x)
@@ -15,6 +15,11 @@ whatever it asserts. A grade never trusts that run. The grader calls the same pr
 the course's source, on a fresh seed, once over the student's export and once over the
 reference, each in a sandbox of its own; a third process, which imported neither, compares the
 returned numbers with the tolerances given here.
+
+`grades` names the solution cell(s) (their grade ids) the check measures. When the student's run
+fails, the grader runs the check again with the reference's code in every other solution cell of
+the module: the check passes when the student's declared cell(s), alone among the reference's,
+match. A slip costs the checks that declare its cell, and no other.
 """
 
 from __future__ import annotations
@@ -58,11 +63,14 @@ def _not_numeric(name: str, array: np.ndarray) -> str:
     return f"'{name}' is not numbers (it holds {array.dtype} values)"
 
 
-def graded(rtol: float = 1e-4, atol: float = 1e-6):
-    """Mark a probe `fn(rng) -> {name: array}` as a graded check with these tolerances."""
+def graded(rtol: float = 1e-4, atol: float = 1e-6, grades: str | tuple[str, ...] = ()):
+    """Mark a probe `fn(rng) -> {name: array}` as a graded check with these tolerances, which
+    measures the solution cell(s) `grades` (grade ids; the grader reads them from the source)."""
+    cells = (grades,) if isinstance(grades, str) else tuple(grades)
 
     def mark(fn):
         fn.tolerance = {"rtol": float(rtol), "atol": float(atol)}
+        fn.grades = cells
         if Collect.probes is not None:
             Collect.probes.append(fn)
         else:

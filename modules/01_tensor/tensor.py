@@ -653,7 +653,7 @@ from tinytorch.checks import graded
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-arithmetic", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-6)
+@graded(rtol=1e-5, atol=1e-6, grades="elementwise")
 def test_arithmetic_matches_numpy(rng):
     x = rng.normal(size=(2, 3)).astype(np.float32)
     y = (rng.uniform(0.5, 2.0, size=3) * rng.choice([-1.0, 1.0], size=3)).astype(np.float32)
@@ -672,7 +672,7 @@ def test_arithmetic_matches_numpy(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-matmul", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-5)
+@graded(rtol=1e-5, atol=1e-5, grades="matmul")
 def test_matmul_and_errors(rng):
     x = rng.standard_normal((2, 3, 4)).astype(np.float32)
     w = rng.standard_normal((4, 5)).astype(np.float32)
@@ -688,7 +688,7 @@ def test_matmul_and_errors(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-reductions", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-5)
+@graded(rtol=1e-5, atol=1e-5, grades="reductions")
 def test_reductions(rng):
     x = rng.normal(size=(2, 3, 4)).astype(np.float32)
     t = Tensor(x)

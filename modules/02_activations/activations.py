@@ -303,7 +303,7 @@ def forward_backward(function, x, grad, **options):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-pointwise", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-6)
+@graded(rtol=1e-5, atol=1e-6, grades="pointwise")
 def test_pointwise_values(rng):
     x = (rng.normal(scale=2.0, size=(3, 5))).astype(np.float32)
     g = rng.normal(size=x.shape).astype(np.float32)
@@ -321,7 +321,7 @@ def test_pointwise_values(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-gelu", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-6)
+@graded(rtol=1e-6, atol=1e-6, grades="gelu")
 def test_gelu_value_and_slope(rng):
     # float32: where GELU's tail cancels (1 + tanh(u) near 0) its error is about |x| * 1e-7
     x = rng.normal(scale=2.0, size=(4, 6))
@@ -335,7 +335,7 @@ def test_gelu_value_and_slope(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-softmax", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-9)
+@graded(rtol=1e-6, atol=1e-9, grades="softmax")
 def test_softmax_rows_and_stability(rng):
     x = np.array([[1.0, 2.0, 3.0], [1e4, 1e4, 0.0]], dtype=np.float32)
     s = softmax(x).data

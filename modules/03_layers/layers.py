@@ -386,7 +386,7 @@ def text_numbers(words) -> np.ndarray:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-linear", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-6)
+@graded(rtol=1e-5, atol=1e-6, grades="linear")
 def test_linear_forward(rng):
     np.random.seed(int(rng.integers(1 << 30)))
     layer = Linear(3, 2)
@@ -406,7 +406,7 @@ def test_linear_forward(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-linear-backward", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-8)
+@graded(rtol=1e-6, atol=1e-8, grades="linear-function")
 def test_linear_backward(rng):
     x, w, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5)), rng.standard_normal(5)
     fn = LinearFunction()
@@ -421,7 +421,7 @@ def test_linear_backward(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-module", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="module")
 def test_module_parameters_and_state(rng):
     class Net(Module):  # no super().__init__(), parameters in a plain list
         def __init__(self):
@@ -451,3 +451,32 @@ def test_module_parameters_and_state(rng):
         "loaded": np.concatenate([p.ravel() for p in loaded]),
         "state": np.concatenate([np.ravel(state[name]) for name in names]),
     }
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-dropout", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+@graded(rtol=1e-5, atol=1e-6, grades="dropout")
+def test_dropout_and_sequential(rng):
+    np.random.seed(int(rng.integers(1 << 30)))
+    p = float(rng.uniform(0.2, 0.6))
+    drop = Dropout(p)
+    x = Tensor(rng.normal(size=(4, 50)).astype(np.float32))
+    y = drop(x)
+    kept = y.data != 0
+    assert 0 < kept.mean() < 1
+    g = rng.normal(size=y.shape).astype(np.float32)
+    fn = DropoutFunction()
+    mask = np.where(kept, y.data / np.where(kept, x.data, 1), 0).astype(np.float32)
+    fn.forward(x.data, mask)
+    (dx,) = fn.backward(g)
+    np.testing.assert_allclose(dx[~kept], 0)  # dropped values pass no gradient back
+    drop.eval()
+    np.testing.assert_array_equal(drop(x).data, x.data)  # eval mode: the identity
+    first, second = Linear(3, 4), Linear(4, 2)
+    for p_ in (*first.parameters(), *second.parameters()):
+        p_.data = rng.normal(size=p_.shape).astype(np.float32)
+    net = Sequential(first, Dropout(0.5), second).eval()
+    z = rng.normal(size=(5, 3)).astype(np.float32)
+    # which values are dropped is a random draw: only what every correct draw shares is compared
+    return {"scale": np.array([(y.data[kept] / x.data[kept]).mean()]),
+            "grad_scale": np.array([(dx[kept] / g[kept]).mean()]),
+            "eval": drop(x).data, "sequential": net(Tensor(z)).data}  # fmt: skip

@@ -348,7 +348,7 @@ from tinytorch.checks import graded
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-mse", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-9)
+@graded(rtol=1e-6, atol=1e-9, grades="mse")
 def test_mse(rng):
     p, t = np.array([1.0, 2.0, 4.0]), np.array([1.0, 0.0, 1.0])
     np.testing.assert_allclose(mse_loss(p, t).data, (0 + 4 + 9) / 3, rtol=1e-6)
@@ -364,7 +364,7 @@ def test_mse(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-cross-entropy", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-9)
+@graded(rtol=1e-6, atol=1e-9, grades="cross-entropy")
 def test_cross_entropy_value_and_gradient(rng):
     z = rng.normal(scale=2.0, size=(5, 4))
     t = rng.integers(0, 4, size=5)
@@ -385,7 +385,7 @@ def test_cross_entropy_value_and_gradient(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-ignore-index", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-9)
+@graded(rtol=1e-6, atol=1e-9, grades="cross-entropy")
 def test_ignore_index_and_large_logits(rng):
     z = np.array([[1e4, 0.0], [0.0, 1e4], [3.0, 1.0]], dtype=np.float32)
     loss = cross_entropy(z, np.array([1, 1, -100]), ignore_index=-100)

@@ -220,7 +220,7 @@ from tinytorch.checks import graded
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-chain-rule", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-9)
+@graded(rtol=1e-6, atol=1e-9, grades="backward")
 def test_chain_rule_and_accumulation(rng):
     a = Tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
     b = Tensor(np.array([4.0, 5.0, 6.0]), requires_grad=True)
@@ -244,7 +244,7 @@ def test_chain_rule_and_accumulation(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-toposort", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-9, atol=1e-9)
+@graded(rtol=1e-9, atol=1e-9, grades="toposort")
 def test_topological_order_lists_each_node_once(rng):
     x = Tensor(np.ones(2), requires_grad=True)
     h = x
@@ -268,7 +268,7 @@ def test_topological_order_lists_each_node_once(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-numerical", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-8)
+@graded(rtol=1e-6, atol=1e-8, grades="numerical")
 def test_numerical_gradient(rng):
     x = np.array([0.5, -1.0, 2.0])
     g = numerical_gradient(lambda: float(np.sum(x**3)), x)
@@ -282,7 +282,7 @@ def test_numerical_gradient(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-no-grad", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-9, atol=1e-12)
+@graded(rtol=1e-9, atol=1e-12, grades="backward")
 def test_no_grad(rng):
     w = Tensor(rng.normal(size=3), requires_grad=True)
     with no_grad():

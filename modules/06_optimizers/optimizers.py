@@ -395,7 +395,7 @@ def trajectory(make, rng, steps: int = 4, shape=(3, 4)) -> np.ndarray:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-sgd", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-6)
+@graded(rtol=1e-5, atol=1e-6, grades="sgd")
 def test_sgd_momentum_by_hand(rng):
     p = Tensor(np.array([1.0, -2.0]), requires_grad=True)
     opt = SGD([p], lr=0.1, momentum=0.9)
@@ -413,7 +413,7 @@ def test_sgd_momentum_by_hand(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-adam", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-6)
+@graded(rtol=1e-5, atol=1e-6, grades="adam")
 def test_adam_first_step_is_lr_sized(rng):
     # After bias correction, the first Adam step is lr * sign(g) (up to eps) whatever |g| is.
     p = Tensor(np.array([0.0, 0.0, 0.0]), requires_grad=True)
@@ -429,7 +429,7 @@ def test_adam_first_step_is_lr_sized(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-adamw", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-6)
+@graded(rtol=1e-5, atol=1e-6, grades="adamw")
 def test_adamw_decays_weights_directly(rng):
     p = Tensor(np.array([2.0]), requires_grad=True)
     opt = AdamW([p], lr=0.1, weight_decay=0.5)

@@ -359,7 +359,7 @@ from tinytorch.core.tensor import Tensor
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-clip", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-7)
+@graded(rtol=1e-5, atol=1e-7, grades="clip")
 def test_clip_grad_norm_by_hand(rng):
     a, b = Tensor(np.zeros(2), requires_grad=True), Tensor(np.zeros(1), requires_grad=True)
     a.grad, b.grad = np.array([3.0, 0.0], dtype=np.float32), np.array([4.0], dtype=np.float32)
@@ -382,7 +382,7 @@ def test_clip_grad_norm_by_hand(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-schedule", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-9, atol=1e-12)
+@graded(rtol=1e-9, atol=1e-12, grades="schedule")
 def test_schedule_shape(rng):
     s = CosineSchedule(max_lr=1.0, warmup_steps=4, total_steps=14, min_lr=0.2)
     assert s(0) == 0.25 and s(3) == 1.0 and s(4) == 1.0
@@ -397,7 +397,7 @@ def test_schedule_shape(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-checkpoint", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="checkpoint")
 def test_checkpoint_arrays_round_trip(rng):
     model = Linear(3, 2)
     model.weight.data = rng.normal(size=(3, 2)).astype(np.float32)
@@ -412,3 +412,31 @@ def test_checkpoint_arrays_round_trip(rng):
     np.testing.assert_array_equal(weights["weight"], model.weight.data)
     return {"weight": weights["weight"], "bias": weights["bias"], "step": np.array(got_step),
             "curve": extra["curve"]}  # fmt: skip
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-train-step", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+@graded(rtol=1e-5, atol=1e-7, grades=("train-step", "seed"))
+def test_train_step_and_seed(rng):
+    from tinytorch.core.losses import mse_loss
+    from tinytorch.core.optimizers import SGD
+
+    seed = int(rng.integers(1 << 31))
+    draws = []
+    for _ in range(2):  # the same seed, the same draws from both generators
+        seed_everything(seed)
+        draws.append([random.random(), float(np.random.random_sample())])
+    assert draws[0] == draws[1]
+    model = Linear(3, 2)
+    model.weight.data = rng.normal(size=(3, 2)).astype(np.float32)
+    model.bias.data = rng.normal(size=2).astype(np.float32)
+    x = Tensor(rng.normal(size=(8, 3)).astype(np.float32))
+    y = Tensor(rng.normal(size=(8, 2)).astype(np.float32))
+    first = train_step(model, mse_loss, SGD(model.parameters(), lr=0.1), x, y)
+    steps = [lambda s: 0.05 * (s + 1), None]
+    losses = [first]
+    for schedule in steps:
+        trainer = Trainer(model, mse_loss, SGD(model.parameters(), lr=0.2), schedule, max_norm=0.5)
+        losses += [trainer.step(x, y) for _ in range(3)]
+        assert trainer.step_count == 3 and trainer.history == losses[-3:]
+    return {"seeded": np.array(draws[0]), "losses": np.array(losses),
+            "weight": model.weight.data, "bias": model.bias.data}  # fmt: skip

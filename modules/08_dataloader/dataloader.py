@@ -362,7 +362,7 @@ from tinytorch.checks import graded
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-epoch", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades=("tensor-dataset", "dataloader"))
 def test_epoch_covers_every_sample_once(rng):
     ds = TensorDataset(np.arange(10) * 3, np.arange(10))
     for shuffle in (False, True):
@@ -388,7 +388,7 @@ def test_epoch_covers_every_sample_once(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-lm-windows", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="lm-dataset")
 def test_lm_windows(rng):
     tokens = np.arange(100, 130)
     ds = LanguageModelDataset(tokens, seq_len=5)
@@ -417,3 +417,24 @@ def test_lm_windows(rng):
         "gy": gy,
         "batch_shape": np.array(bx.shape),
     }
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-digits", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+@graded(rtol=1e-6, atol=1e-7, grades="digits")
+def test_digits_from_a_file(rng):
+    import tempfile
+
+    n = DIGITS_TEST_SIZE + int(rng.integers(20, 60))
+    table = np.concatenate([rng.integers(0, 17, (n, 64)), rng.integers(0, 10, (n, 1))], axis=1)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "digits.csv.gz"
+        with gzip.open(path, "wt") as handle:
+            np.savetxt(handle, table, fmt="%d", delimiter=",")
+        images, labels = load_digits(path)
+        assert images.shape == (n, 1, 8, 8) and images.dtype == np.float32
+        train = DigitsDataset("train", path=path)
+        test = DigitsDataset("test", flatten=True, path=path)
+    assert len(test) == DIGITS_TEST_SIZE and len(train) == n - DIGITS_TEST_SIZE
+    x, y = test[int(rng.integers(len(test)))]
+    return {"images": images, "labels": labels, "train_x": train[3][0], "train_y": train[3][1],
+            "test_x": x, "test_y": y}  # fmt: skip

@@ -547,7 +547,7 @@ from tinytorch.core.tensor import precision
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-im2col", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-9)
+@graded(rtol=1e-6, atol=1e-9, grades="im2col")
 def test_im2col(rng):
     x = rng.standard_normal((2, 3, 6, 5))
     cols = im2col(x, (3, 2), (2, 1), (1, 0))
@@ -558,7 +558,7 @@ def test_im2col(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-conv2d", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-8)
+@graded(rtol=1e-5, atol=1e-8, grades=("conv-function", "conv2d"))
 def test_conv2d(rng):
     with precision(np.float64):
         np.random.seed(int(rng.integers(1000)))
@@ -577,7 +577,7 @@ def test_conv2d(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-pooling", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-8)
+@graded(rtol=1e-5, atol=1e-8, grades="pool-functions")
 def test_pooling(rng):
     result = {}
     with precision(np.float64):
@@ -591,7 +591,7 @@ def test_pooling(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-batchnorm", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-8)
+@graded(rtol=1e-5, atol=1e-8, grades=("batchnorm-function", "batchnorm"))
 def test_batchnorm(rng):
     with precision(np.float64):
         norm = BatchNorm2d(3)
@@ -616,7 +616,7 @@ def test_batchnorm(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-flatten", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-@graded()
+@graded(grades="flatten")
 def test_flatten(rng):
     x = Tensor(rng.standard_normal((2, 3, 4, 5)), requires_grad=True)
     y = Flatten()(x)

@@ -361,7 +361,7 @@ def random_text(rng, words, count: int) -> str:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-char", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="char-tokenizer")
 def test_char_round_trip_and_unknown(rng):
     tok = CharTokenizer.from_text("hello world")
     assert tok.vocab_size == 8 and tok.encode("lol") == [4, 5, 4]
@@ -389,7 +389,7 @@ def test_char_round_trip_and_unknown(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-bpe", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades=("bpe-ops", "bpe-tokenizer"))
 def test_bpe_merges_and_round_trip(rng):
     assert merge(np.array([1, 1, 1, 2, 1, 1]), (1, 1), 9).tolist() == [9, 1, 2, 9]
     text = "low lower lowest " * 30

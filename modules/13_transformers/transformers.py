@@ -533,7 +533,7 @@ def randomise_norms(module, rng) -> None:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-layernorm", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-5)
+@graded(rtol=1e-4, atol=1e-5, grades="layernorm")
 def test_layernorm_normalises_each_position(rng):
     x = Tensor(rng.normal(3.0, 5.0, (2, 4, 16)))
     y = LayerNorm(16)(x).data
@@ -552,7 +552,7 @@ def test_layernorm_normalises_each_position(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-layernorm-grad", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-7)
+@graded(rtol=1e-5, atol=1e-7, grades="layernorm")
 def test_layernorm_backward_matches_differences(rng):
     x, g, b = rng.normal(size=(3, 5)), rng.normal(size=5), rng.normal(size=5)
     w = rng.normal(size=(3, 5))
@@ -569,7 +569,7 @@ def test_layernorm_backward_matches_differences(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-mlp-block", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-5)
+@graded(rtol=1e-4, atol=1e-5, grades=("mlp", "block"))
 def test_mlp_and_block_shapes(rng):
     np.random.seed(int(rng.integers(1 << 30)))
     x = Tensor(rng.normal(size=(2, 6, 16)).astype(np.float32), requires_grad=True)
@@ -590,8 +590,8 @@ def test_mlp_and_block_shapes(rng):
     return found
 
 
-# %% nbgrader={"grade": true, "grade_id": "test-gpt", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-5)
+# %% nbgrader={"grade": true, "grade_id": "test-gpt", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+@graded(rtol=1e-4, atol=1e-5, grades="gpt")
 def test_gpt_is_causal_and_generates(rng):
     np.random.seed(int(rng.integers(1 << 30)))
     gpt = GPT(vocab_size=20, embed_dim=16, num_layers=2, num_heads=2, max_seq_len=8)
@@ -609,7 +609,19 @@ def test_gpt_is_causal_and_generates(rng):
     again = gpt.generate(tokens, max_new_tokens=6, temperature=0, use_cache=False)
     np.testing.assert_array_equal(out, again)
     backward_with(gpt(tokens), rng)
-    scores = rng.normal(scale=2.0, size=(4, 20))
-    draws = [sample_next(scores, 0.8, top_k, np.random.default_rng(7)) for top_k in (None, 3)]
+    tied = GPT(vocab_size=20, embed_dim=16, num_layers=1, num_heads=2, max_seq_len=8,
+               tie_weights=True)  # fmt: skip
+    randomise_norms(tied, rng)
     return {"logits": logits, "dparams": grads_of(gpt), "greedy": out,
-            "greedy_rows": sample_next(scores, 0, None, None), "sampled": np.stack(draws)}  # fmt: skip
+            "tied": tied(tokens).data}  # fmt: skip
+
+
+# %% nbgrader={"grade": true, "grade_id": "test-sample", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+@graded(rtol=0, atol=0, grades="sample")
+def test_sample_next(rng):
+    scores = rng.normal(scale=2.0, size=(64, 20))
+    draws = [
+        sample_next(scores, temperature, top_k, np.random.default_rng(7))
+        for temperature, top_k in ((0.5, None), (2.0, None), (0.8, 3))
+    ]
+    return {"greedy_rows": sample_next(scores, 0, None, None), "sampled": np.stack(draws)}

@@ -479,7 +479,7 @@ def _random_gpt(rng, tie: bool):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-parameters", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="parameters")
 def test_parameter_counts(rng):
     model = _random_gpt(rng, tie=bool(rng.integers(2)))
     top, blocks = parameter_counts(model), parameter_counts(model, depth=2)
@@ -493,7 +493,7 @@ def test_parameter_counts(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-matmul", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="matmul")
 def test_matmul_flops(rng):
     m, k, n, b = (int(v) for v in rng.integers(1, 7, size=4))
     cases = [((m, k), (k, n)), ((b, 1, m, k), (3, k, n)), ((k,), (b, k, n)), ((b, m, k), (k,))]
@@ -512,7 +512,7 @@ def test_matmul_flops(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-layer-flops", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="op-flops")
 def test_linear_and_matmul_flops(rng):
     rows, k, n = (int(v) for v in rng.integers(2, 9, size=3))
     layer = Linear(k, n)
@@ -538,7 +538,7 @@ def test_linear_and_matmul_flops(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-gpt-step", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="analytic")
 def test_gpt_step_flops_match_the_analytic_count(rng):
     model = _random_gpt(rng, tie=bool(rng.integers(2)))
     batch, steps = int(rng.integers(1, 4)), int(rng.integers(2, 9))
@@ -556,7 +556,7 @@ def test_gpt_step_flops_match_the_analytic_count(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-memory", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="profiler")
 def test_kept_activation_bytes(rng):
     model = _random_gpt(rng, tie=False)
     tokens = rng.integers(0, model.vocab_size, size=(2, 8))
@@ -569,11 +569,17 @@ def test_kept_activation_bytes(rng):
     layers = profiler.kept_by_layer()
     assert sum(layers.values()) == kept and profiler.live_bytes == 0
     assert "blocks.0.attention" in layers and "blocks.0.mlp.linear1" in layers
-    return {"kept": kept, "layers": list(layers.values())}
+    frozen = _random_gpt(rng, tie=False)  # nothing needs a gradient: nothing is kept
+    for p in frozen.parameters():
+        p.requires_grad = False
+    quiet = Profiler(frozen)
+    with listen(quiet):
+        frozen(rng.integers(0, frozen.vocab_size, size=(2, 8)))
+    return {"kept": kept, "layers": list(layers.values()), "frozen": quiet.peak_bytes}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-latency", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-9, atol=1e-12)
+@graded(rtol=1e-9, atol=1e-12, grades="latency")
 def test_latency_with_a_fake_clock(rng):
     steps = rng.uniform(0.5, 2.0, size=30)
     ticks = iter(np.cumsum(np.repeat(steps, 2)))  # each timed call lasts one step of the clock
@@ -585,7 +591,7 @@ def test_latency_with_a_fake_clock(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-by-operation", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-9, atol=1e-12)
+@graded(rtol=1e-9, atol=1e-12, grades="by-operation")
 def test_rows_by_operation(rng):
     ops = ["MatMul", "Add", "LinearFunction", "Add", "MatMul"]
     events = [OpEvent(op, phase, float(rng.uniform(0.1, 1)), int(rng.integers(100)) * (op != "Add"),

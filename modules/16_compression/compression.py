@@ -540,7 +540,7 @@ from tinytorch.core.transformer import MLP
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-magnitude", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="magnitude")
 def test_magnitude_pruning_per_layer_and_global(rng):
     w = rng.normal(size=(10, 7))
     mask = magnitude_mask(w, 0.3)
@@ -559,7 +559,7 @@ def test_magnitude_pruning_per_layer_and_global(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-structured", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-6)
+@graded(rtol=1e-5, atol=1e-6, grades="structured")
 def test_structured_pruning_equals_masking_and_shrinks(rng):
     np.random.seed(int(rng.integers(1000)))
     x = rng.normal(size=(2, 5, 8)).astype(np.float32)
@@ -585,7 +585,7 @@ def test_structured_pruning_equals_masking_and_shrinks(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-lowrank", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-5)
+@graded(rtol=1e-4, atol=1e-5, grades="lowrank")
 def test_low_rank_is_the_truncated_svd(rng):
     np.random.seed(int(rng.integers(1000)))
     linear = Linear(12, 9)
@@ -629,7 +629,7 @@ def distillation_probe(rng):
     return {"loss": loss.data, "grad": student.grad}
 
 
-@graded(rtol=1e-5, atol=1e-7)
+@graded(rtol=1e-5, atol=1e-7, grades="distill-loss")
 def test_distillation_loss_and_its_gradient(rng):
     with precision(np.float64):  # finite differences need float64
         return distillation_probe(rng)

@@ -491,7 +491,7 @@ from tinytorch.core.transformer import GPT
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-cache", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="cache")
 def test_cache_appends_every_position(rng):
     cache = KVCache()
     keys, values = [], []
@@ -510,7 +510,7 @@ def test_cache_appends_every_position(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-bytes", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades="bytes")
 def test_memory_formula_matches_measured_bytes(rng):
     layers, batch, heads, steps, dim = (int(n) for n in rng.integers(1, 6, size=5))
     caches = [KVCache(max_len=steps) for _ in range(layers)]
@@ -524,7 +524,7 @@ def test_memory_formula_matches_measured_bytes(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-attention", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-5)
+@graded(rtol=1e-4, atol=1e-5, grades="attention")
 def test_cached_attention_equals_full_attention(rng):
     np.random.seed(int(rng.integers(1000)))
     attn = MultiHeadAttention(16, 4)
@@ -550,7 +550,7 @@ def test_cached_attention_equals_full_attention(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-generate", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=0, atol=0)
+@graded(rtol=0, atol=0, grades=("forward", "generate"))
 def test_cached_generation_writes_the_uncached_tokens(rng):
     np.random.seed(int(rng.integers(1000)))
     gpt = GPT(vocab_size=20, embed_dim=16, num_layers=2, num_heads=2, max_seq_len=8)

@@ -477,7 +477,7 @@ from tinytorch.nn.normalization import LayerNorm
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-softmax", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-7)
+@graded(rtol=1e-5, atol=1e-7, grades="softmax")
 def test_softmax_in_place(rng):
     scores = rng.normal(size=(2, 3, 5)) + causal_mask(3, past_len=2)
     scores[1, 2] = -np.inf  # a row whose keys are all blocked
@@ -492,7 +492,7 @@ def test_softmax_in_place(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-attention", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-7)
+@graded(rtol=1e-5, atol=1e-7, grades="attention")
 def test_fused_attention_equals_the_lesson(rng):
     arrays = [rng.normal(size=(2, 2, 4, 3)) for _ in range(3)]
     weight = rng.normal(size=(2, 2, 4, 3))
@@ -514,7 +514,7 @@ def test_fused_attention_equals_the_lesson(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-projection", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-6)
+@graded(rtol=1e-5, atol=1e-6, grades="projection")
 def test_packed_projection_equals_three_products(rng):
     x = Tensor(rng.normal(size=(2, 3, 4)), requires_grad=True)
     weights = [Tensor(rng.normal(size=(4, 4)), requires_grad=True) for _ in range(3)]
@@ -537,7 +537,7 @@ def test_packed_projection_equals_three_products(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-layernorm-gelu", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-6)
+@graded(rtol=1e-4, atol=1e-6, grades=("layernorm", "gelu"))
 def test_layernorm_and_gelu_equal_the_lessons(rng):
     x = rng.normal(2.0, 3.0, size=(2, 3, 8))
     grad = rng.normal(size=x.shape)
@@ -559,7 +559,7 @@ def test_layernorm_and_gelu_equal_the_lessons(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-adamw", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-7)
+@graded(rtol=1e-5, atol=1e-7, grades="adamw")
 def test_fused_adam_equals_the_lesson(rng):
     start, grads = rng.normal(size=(3, 4)), rng.normal(size=(3, 3, 4))
     result = {}
@@ -579,7 +579,7 @@ def test_fused_adam_equals_the_lesson(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-accelerate", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-6)
+@graded(rtol=1e-4, atol=1e-6, grades="embedding")
 def test_accelerate_keeps_the_model_and_its_numbers(rng):
     np.random.seed(int(rng.integers(1 << 30)))
     model = GPT(vocab_size=11, embed_dim=8, num_layers=2, num_heads=2, max_seq_len=6)

@@ -260,18 +260,26 @@ from tinytorch.checks import graded
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-time-calls", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-9, atol=1e-12)
+@graded(rtol=1e-9, atol=1e-12, grades="time-calls")
 def test_time_calls(rng):
-    steps = rng.uniform(0.5, 2.0, size=40)
-    ticks = iter(np.cumsum(np.repeat(steps, 2)))  # each call takes one step of the fake clock
-    calls = []
-    seconds = time_calls(lambda: calls.append(1), warmup=4, repeats=8, clock=lambda: next(ticks))
+    durations = iter(rng.uniform(0.5, 2.0, size=12))
+    now, calls = [0.0], []
+
+    def call():  # each call takes its own time on the fake clock
+        calls.append(1)
+        now[0] += next(durations)
+
+    def clock():  # and reading the clock a little
+        now[0] += 1e-3
+        return now[0]
+
+    seconds = time_calls(call, warmup=4, repeats=8, clock=clock)
     assert len(calls) == 12 and seconds.shape == (8,)
     return {"seconds": seconds}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-summarize", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-9, atol=1e-12)
+@graded(rtol=1e-9, atol=1e-12, grades="summarize")
 def test_summarize(rng):
     samples = rng.lognormal(0, 0.3, size=int(rng.integers(20, 60)))
     s = summarize(samples, seed=int(rng.integers(1000)))
@@ -282,7 +290,7 @@ def test_summarize(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-compare", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-9, atol=1e-12)
+@graded(rtol=1e-9, atol=1e-12, grades="compare")
 def test_compare(rng):
     base = rng.lognormal(0, 0.05, 40)
     slowed = 1.1 * rng.lognormal(0, 0.05, 40)
@@ -293,7 +301,7 @@ def test_compare(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-schedule", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-@graded()
+@graded(grades="schedule")
 def test_schedule(rng):
     count = int(rng.integers(2, 6))
     rounds = int(rng.integers(2, 5))

@@ -266,7 +266,7 @@ def random_measured(rng, base: Measured) -> Measured:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-bits", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-6, atol=1e-9)
+@graded(rtol=1e-6, atol=1e-9, grades="bits")
 def test_heldout_bits_per_char(rng):  # the logits are float32 Tensors: rtol 1e-6
     vocab = int(rng.integers(3, 12))
     model = TableModel(rng.normal(0, 3, size=(vocab, vocab)))
@@ -281,7 +281,7 @@ def test_heldout_bits_per_char(rng):  # the logits are float32 Tensors: rtol 1e-
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-violation", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded()
+@graded(grades="violation")
 def test_violation(rng):
     base = Measured(float(rng.uniform(100, 900)), int(rng.integers(10**5, 10**7)),
                     float(rng.uniform(1.5, 3.0)))  # fmt: skip
@@ -297,7 +297,7 @@ def test_violation(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-score", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-9, atol=1e-12)
+@graded(rtol=1e-9, atol=1e-12, grades="score")
 def test_score(rng):
     base = Measured(float(rng.uniform(100, 900)), int(rng.integers(10**5, 10**7)),
                     float(rng.uniform(1.5, 3.0)))  # fmt: skip

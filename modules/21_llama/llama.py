@@ -646,7 +646,7 @@ def grads_of(module) -> np.ndarray:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-rmsnorm", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-7)
+@graded(rtol=1e-5, atol=1e-7, grades="rmsnorm")
 def test_rmsnorm_forward_and_backward(rng):
     x, w = rng.normal(1.0, 2.0, (3, 4, 8)), rng.uniform(0.5, 1.5, 8) * rng.choice([-1, 1], 8)
     weight = rng.normal(size=(3, 4, 8))
@@ -666,7 +666,7 @@ def test_rmsnorm_forward_and_backward(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-rotary", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-7)
+@graded(rtol=1e-5, atol=1e-7, grades="rotary")
 def test_rotary_turns_pairs_by_position(rng):
     rotary = RotaryEmbedding(8, 16, theta=100.0)
     q, k = rng.normal(size=(1, 1, 8)), rng.normal(size=(1, 1, 8))
@@ -689,7 +689,7 @@ def test_rotary_turns_pairs_by_position(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-swiglu", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-5, atol=1e-7)
+@graded(rtol=1e-5, atol=1e-7, grades="swiglu")
 def test_silu_and_swiglu(rng):
     x, weight = rng.normal(0.0, 4.0, (4, 6)), rng.normal(size=(4, 6))
     y = silu(Tensor(x)).data
@@ -708,7 +708,7 @@ def test_silu_and_swiglu(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-attention", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-5)
+@graded(rtol=1e-4, atol=1e-5, grades="attention")
 def test_grouped_query_attention(rng):
     np.random.seed(int(rng.integers(1 << 30)))
     attn = GroupedQueryAttention(16, num_heads=4, num_kv_heads=2, max_seq_len=12)
@@ -731,7 +731,7 @@ def test_grouped_query_attention(rng):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-llama", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-@graded(rtol=1e-4, atol=1e-5)
+@graded(rtol=1e-4, atol=1e-5, grades="model")
 def test_llama_is_causal_and_generates(rng):
     np.random.seed(int(rng.integers(1 << 30)))
     llama = Llama(vocab_size=20, embed_dim=16, num_layers=2, num_heads=4, num_kv_heads=2,

@@ -204,10 +204,11 @@ def unguarded_attackers(module: CourseModule, source) -> dict[str, object]:
     if module.number >= 5:
         class_["oracle"] = edited(hollow, code=LIARS + ORACLE)
     if module.number == 13:  # issue 22's "no real code at all": LayerNorm gives zeros (and a
-        # zero backward), MLP and block return their input, GPT zero logits
+        # zero backward), MLP and block return their input, sample_next and GPT give zeros
         issue = nbformat.from_dict(source)
         for grade_id, kind in [("layernorm", "zeros"), ("mlp", "passthrough"),
-                               ("block", "passthrough"), ("gpt", "zeros")]:  # fmt: skip
+                               ("block", "passthrough"), ("sample", "zeros"),
+                               ("gpt", "zeros")]:  # fmt: skip
             cell = cell_by_id(issue, grade_id)
             cell.source = gutted(cell.source, kind)
         class_["no-real-code"] = edited(issue, code=LIARS)
@@ -377,7 +378,7 @@ def test_with_no_static_check_the_judge_alone_holds(graded, number):
 def test_attackers_score_no_more_than_blank_and_the_victim_keeps_full_marks(graded, number):
     result = graded[number]
     scores = result.scores
-    attackers_ = set(scores.rows) - {"reference", "blank", "duplicate", "renamed"}
+    attackers_ = set(scores.rows) - {"reference", "blank", "duplicate", "renamed", "syntax"}
     assert len(attackers_) >= 10
     for student in attackers_:
         assert scores.total(student) <= scores.total("blank"), (student, result.outcomes[student])
@@ -407,6 +408,9 @@ def test_each_failure_names_its_real_cause_and_cell(graded):
     assert "out of memory" in said["hog"]
     assert "output limit" in said["flood"]
     assert "SyntaxError" in said["syntax"] and "layernorm" in said["syntax"]
+    # the reference with a syntax error in LayerNorm: it costs the checks of that cell only
+    lost = {c.grade_id for c in graded[13].outcomes["syntax"].checks if not c.passed}
+    assert lost == {"test-layernorm", "test-layernorm-grad"}
     assert said["reference"] == ""
     thief = graded[13].outcomes["thief"]
     assert all("verdict line of its own (tampering)" in c.reason for c in thief.checks)
@@ -420,7 +424,8 @@ def test_each_failure_names_its_real_cause_and_cell(graded):
     )
     stubborn = graded[1].outcomes["stubborn"]
     matmul = next(c for c in stubborn.checks if c.grade_id == "test-matmul")
-    assert matmul.reason.startswith(f"timeout: stopped after {TIMEOUT} s")
+    assert matmul.reason.startswith("MatMul.forward, MatMul.backward (cell 'matmul'): ")
+    assert f"(cell 'matmul'): timeout: stopped after {TIMEOUT} s" in matmul.reason
     # stopped within its limit; the other two checks of that submission take a second or so
     assert stubborn.seconds < limits.check_seconds(TIMEOUT) + 6
 

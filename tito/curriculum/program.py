@@ -1,14 +1,21 @@
 """The program a module's checks run over one submission: the source notebook's cells in order,
 each solution cell replaced by the student's (matched by grade id), then the graded cells. Built
 the same way for grading (tito/grading/scoring.py) and for a diagnosis (tito/student/diagnose.py).
+
+Each check declares the solution cell(s) it measures (`@graded(grades=...)`, read here from the
+source without running it). `build_program(..., own=cells)` builds the isolated program of such a
+check: the student's code in the declared cells only, the reference's in every other solution
+cell, so the check measures the student's declared code alone.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 import nbformat
 
+from tito.curriculum.notebooks import BEGIN_SOLUTION, END_SOLUTION
 from tito.curriculum.refusals import bound_names, forbidden, parse, protected_names
 
 
@@ -27,7 +34,90 @@ class Program:
     refused: str = ""
 
 
-def build_program(source: nbformat.NotebookNode, submission: nbformat.NotebookNode) -> Program:
+def declared(code: str) -> tuple[str, ...]:
+    """The solution cells a check cell's probes declare (`@graded(..., grades=...)`), in order,
+    read from its source (the course's own, trusted); () when it declares none."""
+    cells: list[str] = []
+    for node in ast.walk(parse(code)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        if name != "graded":
+            continue
+        for keyword in node.keywords:
+            if keyword.arg == "grades":
+                try:
+                    value = ast.literal_eval(keyword.value)
+                except ValueError:
+                    continue
+                for cell in (value,) if isinstance(value, str) else value:
+                    if isinstance(cell, str) and cell not in cells:
+                        cells.append(cell)
+    return tuple(cells)
+
+
+def solution_functions(code: str) -> list[str]:
+    """The functions a solution cell asks the student to write: the innermost function (as
+    Class.method) around each solution region of the source cell, else its top-level names."""
+    tree = parse(code)
+    lines = code.splitlines()
+    marks = [n + 1 for n, line in enumerate(lines) if line.strip() == "### BEGIN SOLUTION"]
+    found: list[str] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                inside = [m for m in marks if child.lineno <= m <= (child.end_lineno or 0)]
+                if not inside:
+                    continue
+                if isinstance(child, ast.ClassDef):
+                    before = len(found)
+                    visit(child, name + ".")
+                    if len(found) == before:
+                        found.append(name)
+                elif name not in found:
+                    found.append(name)
+
+    visit(tree, "")
+    if not found:
+        found = sorted(bound_names(tree))
+    return found
+
+
+STUB_LINES = ("# TODO: your code here", "raise NotImplementedError(")
+
+
+def untouched(code: str, reference: str) -> bool:
+    """True when a student's solution cell is the release's: the reference cell's lines outside
+    its solution regions, and in each region only a stub (nbgrader's or tito's), whitespace
+    aside. Such a cell holds no code of the student's."""
+    given, inside = [], False
+    for line in reference.splitlines():
+        marker = line.strip()
+        if marker in (BEGIN_SOLUTION, END_SOLUTION):
+            inside = marker == BEGIN_SOLUTION
+        elif not inside and marker:
+            given.append(marker)
+    theirs = [line.strip() for line in code.splitlines() if line.strip()]
+    return [line for line in theirs if not line.startswith(STUB_LINES)] == given
+
+
+def describe_cells(source: nbformat.NotebookNode, cells: tuple[str, ...]) -> str:
+    """The declared cells as a student reads them: "LayerNorm.forward (cell 'layernorm')"."""
+    codes = {_meta(c).get("grade_id"): c.source for c in source.cells if _meta(c).get("solution")}
+    parts = []
+    for cell in cells:
+        names = solution_functions(codes.get(cell, ""))
+        shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+        parts.append(f"{shown} (cell '{cell}')" if shown else f"cell '{cell}'")
+    return "; ".join(parts)
+
+
+def build_program(source: nbformat.NotebookNode, submission: nbformat.NotebookNode,
+                  own: tuple[str, ...] | None = None) -> Program:  # fmt: skip
+    """The program over `submission`; with `own`, only those solution cells are the student's,
+    every other solution cell is the reference's (the source's)."""
     notes: list[str] = []
     theirs: dict[str, list[int]] = {}
     for index, cell in enumerate(submission.cells):
@@ -51,7 +141,9 @@ def build_program(source: nbformat.NotebookNode, submission: nbformat.NotebookNo
             continue
         meta = _meta(cell)
         label = meta.get("grade_id") or f"{index + 1}"
-        if meta.get("solution"):
+        if meta.get("solution") and own is not None and meta.get("grade_id") not in own:
+            cells.append((label, cell.source, index))  # the reference's code
+        elif meta.get("solution"):
             found = theirs.get(meta.get("grade_id"), [])
             if not found:
                 notes.append(f"solution cell '{label}' is missing from the submission")

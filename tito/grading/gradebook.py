@@ -171,6 +171,8 @@ def _entries(gb: Gradebook, course: Path, module: CourseModule) -> dict[str, Ent
         entries[student] = entry
     # the latest attempt wins: a submission that failed to grade now scores 0, with its reason
     for student, record in read_outcomes(course, module).items():
+        if record.get("ok") and student in entries and record.get("lost"):
+            entries[student].reason = "; ".join(str(line) for line in record["lost"])[:2000]
         if not record.get("ok"):
             reason = record.get("message") or "could not be graded"
             # paths inside the course read shorter from it: submitted/ada/01_tensor/...

@@ -26,7 +26,7 @@ from tito.curriculum.catalog import CourseModule
 from tito.curriculum.notebooks import AST_LOCK, secret_lines
 from tito.errors import TitoError
 from tito.grading import course as layout
-from tito.grading import scoring
+from tito.grading import scoring, verdict
 from tito.grading.course import assignment_id, notebook_file
 from tito.grading.gradebook import record_outcomes
 from tito.inert import clean_feedback
@@ -80,11 +80,10 @@ class InjectVerdicts(NbGraderPreprocessor):
             check = scoring.Check(str(meta.get("grade_id")), 0.0, reason=reason)
         if check.output:
             cell.outputs.append(new_output("stream", name="stdout", text=check.output + "\n"))
-        if not check.passed:
-            name = check.reason.split(":")[0] if ":" in check.reason else "NotPassed"
-            cell.outputs.append(
-                new_output("error", ename=name, evalue=check.reason, traceback=[check.reason])
-            )
+        error = verdict.cell_outputs(check.passed, check.reason)
+        if error is not None:  # nbgrader scores the cell 0 exactly when it has an error output
+            name, reason = error
+            cell.outputs.append(new_output("error", ename=name, evalue=reason, traceback=[reason]))
         return cell, resources
 
 
@@ -245,6 +244,7 @@ class Outcome:
     checks: list = field(default_factory=list)  # scoring.Check per graded cell (sandboxed runs)
     seconds: float = 0.0  # time spent in sandboxed processes for this student
     seed: int | None = None  # the seed the probes ran on (the same for the whole run)
+    lost: list[str] = field(default_factory=list)  # one line per check that lost its points
 
 
 def students(
@@ -421,7 +421,7 @@ def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcom
             message = f"{cause}; nbgrader cannot record such a notebook (restore the grade id)"
         return Outcome(name, False, message, scored.checks, scored.seconds, scored.seed)
     return Outcome(name, True, outcome_message(scored), scored.checks, scored.seconds,
-                   scored.seed)  # fmt: skip
+                   scored.seed, scored.lost())  # fmt: skip
 
 
 def outcome_message(scored) -> str:

@@ -32,9 +32,15 @@ import nbformat
 
 from tito.curriculum import exporter
 from tito.curriculum.catalog import CourseModule
-from tito.curriculum.program import Program, build_program
+from tito.curriculum.program import (
+    Program,
+    build_program,
+    declared,
+    describe_cells,
+    untouched,
+)
 from tito.errors import TitoError
-from tito.grading import judge
+from tito.grading import judge, verdict
 from tito.sandbox import bwrap as sandbox
 from tito.sandbox import limits, npzwire
 
@@ -49,6 +55,8 @@ class Check:
     reason: str = ""  # why it failed, one line
     output: str = ""  # what the check printed (and its traceback), for the feedback
     seconds: float = 0.0
+    grades: tuple[str, ...] = ()  # the solution cells it measures (`@graded(grades=...)`)
+    alone: bool = False  # passed only with the reference's code in the other solution cells
 
 
 @dataclass
@@ -58,12 +66,17 @@ class Scored:
     seconds: float = 0.0
     seed: int | None = None  # the seed the probes ran on
 
+    def lost(self) -> list[str]:
+        """One line per check that lost its points: the check, the function(s) it measures,
+        and what differed."""
+        return [f"{c.grade_id}: {c.reason}" for c in self.checks if not c.passed and c.reason]
+
     def summary(self) -> str:
-        """One line: the first real cause of lost points, naming the cell."""
-        failed = [f"{c.grade_id}: {c.reason}" for c in self.checks if not c.passed and c.reason]
-        # a plain cell of the course (a demo, "cell 27") failing is a consequence, not a cause
+        """One line: the first real cause of lost points, naming the cell. A plain cell of the
+        course (a demo, "cell 27") that failed in the sandbox is never the cause: it is the
+        course's own code, and it costs no point."""
         demo = [n for n in self.notes if n.split(":")[0].split(" ")[-1].isdigit()]
-        lines = [n for n in self.notes if n not in demo] + failed + demo
+        lines = [n for n in self.notes if n not in demo] + self.lost()
         return lines[0] if lines else ""
 
 
@@ -71,11 +84,22 @@ class Scored:
 
 
 def build_job(program: Program, nonces: list[str], paths: list[str], timeout: float,
-              seed: int = 0) -> str:  # fmt: skip
+              seed: int = 0, parts: list[tuple[Program, list[str]]] = ()) -> str:  # fmt: skip
+    """The runner's job: every check of `program` over its cells and `paths`; then, for each
+    further part (an isolated program and the search path of its own stage), its checks over
+    its own cells and path (their nonces follow the first program's in `nonces`)."""
     checks = [
-        {"label": grade_id, "code": code, "index": index, "nonce": nonce}
-        for (grade_id, _, code, index), nonce in zip(program.checks, nonces, strict=True)
+        {"label": grade_id, "code": code, "index": index}
+        for grade_id, _, code, index in program.checks
     ]
+    for other, path in parts:
+        cells = [[label, text, index] for label, text, index in other.cells]
+        checks += [
+            {"label": grade_id, "code": code, "index": index, "cells": cells, "path": path}
+            for grade_id, _, code, index in other.checks
+        ]
+    for check, nonce in zip(checks, nonces, strict=True):
+        check["nonce"] = nonce
     cells = [[label, text, index] for label, text, index in program.cells]
     rlimits = dict(limits.RLIMITS, RLIMIT_CPU=int(limits.check_seconds(timeout)) + 1)
     job = {
@@ -90,54 +114,20 @@ def build_job(program: Program, nonces: list[str], paths: list[str], timeout: fl
     return json.dumps(dict(job, checks=checks))
 
 
-ENDINGS = {
-    "signal 9": "killed (SIGKILL: out of memory, or too many processes)",
-    "signal 24": "CPU time limit exceeded",
-    "signal 25": "output limit exceeded",
-    "signal 11": "crashed (segmentation fault)",
-    "output": "output limit exceeded (1 MiB)",
-}
-
-
 def read_verdict(output: str, nonce: str, check: Check, timeout: float) -> list[str]:
-    """Fill in `check` from the runner's output (only lines with its nonce count); returns the
-    errors of the cells before the check."""
-    lines = output.splitlines()
-    marks = [i for i, line in enumerate(lines) if line.startswith(nonce + " ")]
-    words = {i: lines[i][len(nonce) + 1 :] for i in marks}
-    begin = next((i for i in marks if words[i] == "begin"), None)
-    verdicts = [i for i in marks if words[i] == "pass" or words[i].startswith("fail ")]
-    verdict = verdicts[-1] if verdicts else None
-    ended = next((words[i][len("ended ") :] for i in marks if words[i].startswith("ended ")), None)
-    notes = [words[i][len("note ") :] for i in marks if words[i].startswith("note ")]
-    if begin is not None:
-        shown = lines[begin + 1 : verdict] if verdict is not None else lines[begin + 1 :]
-        check.output = "\n".join(line for line in shown if not line.startswith(nonce)).strip()
-    # The runner writes exactly one verdict, then exits with status 0. A second verdict line
-    # means the submission found the nonce and printed one of its own: that is never a pass.
-    if len(verdicts) > 1:
-        check.reason = "the submission wrote a verdict line of its own (tampering)"
-    elif verdict is not None and words[verdict] == "pass" and ended == "status 0":
-        check.passed = True
-    elif verdict is not None and words[verdict] == "pass":
-        check.reason = f"the check passed, but its process then ended with {ended}"
-    elif verdict is not None:
-        check.reason = words[verdict][len("fail ") :]
-        if notes and check.reason.startswith(("NameError", "ImportError", "ModuleNotFoundError")):
-            check.reason += f" (cell {notes[0]})"
-    elif ended is None:
-        check.reason = "the grading process ended before this check ran"
-    elif ended.startswith("timeout"):
-        check.reason = f"timeout: stopped after {timeout:g} s and killed (it ignored the stop)"
-    else:
-        why = ENDINGS.get(ended, f"ended with {ended}")
-        check.reason = f"{why}, before the check finished"
-    return notes
+    """Fill in `check` from what its process said (tito/grading/verdict.py: only lines with its
+    nonce count); returns the errors of the cells before the check. The numbers decide later."""
+    ending = verdict.read_ending(output, nonce)
+    check.output = ending.output
+    check.reason = verdict.process_reason(ending, timeout)
+    check.passed = not check.reason
+    return ending.notes
 
 
 @dataclass
 class Run:
-    """One sandboxed run of every check of a program, and each check's nonce."""
+    """One sandboxed run of every check of a program (then of each further part), and each
+    check's nonce, in the job's order."""
 
     output: str
     nonces: list[str]
@@ -146,25 +136,40 @@ class Run:
     export_error: str = ""
 
 
+def _stage_export(program: Program, module: CourseModule, stage: Path, into: Path,
+                  origin: str) -> str:  # fmt: skip
+    """`stage` copied to `into` with the program's export of `module`; the error, or ""."""
+    shutil.copytree(stage, into)
+    try:
+        files = exporter.render(program.merged, module, origin=origin)
+        exporter.write(files, into / "tinytorch")
+    except TitoError as err:
+        return f"{origin}'s export failed: {err.message}"
+    return ""
+
+
 def run_checks(module: CourseModule, program: Program, stage: Path, timeout: float, seed: int,
-               unsafe: bool = False, origin: str = "the submission") -> Run:  # fmt: skip
+               unsafe: bool = False, origin: str = "the submission",
+               parts: list[Program] = ()) -> Run:  # fmt: skip
     """Every check of `program`, each in a fresh process of one sandbox, over `stage` (the
-    reference of the modules `module` requires) with the program's own export of `module`."""
+    reference of the modules `module` requires) with the program's own export of `module`;
+    then the checks of each further program in `parts`, each over a stage of its own."""
     with tempfile.TemporaryDirectory(prefix="tito-grade-") as folder:
         work = Path(folder)
-        shutil.copytree(stage, work / "stage")
-        export_error = ""
-        try:
-            files = exporter.render(program.merged, module, origin=origin)
-            exporter.write(files, work / "stage" / "tinytorch")
-        except TitoError as err:
-            export_error = f"{origin}'s export failed: {err.message}"
-        sandbox.stage_script(RUNNER.name, work)
+        export_error = _stage_export(program, module, stage, work / "stage", origin)
         mount = work if unsafe else Path(sandbox.MOUNT)
-        search = [str(mount / "stage"), _numpy_dir()]
-        nonces = [secrets.token_hex(16) for _ in program.checks]
-        job = build_job(program, nonces, search, timeout, seed)
-        wall = limits.SLACK + len(program.checks) * (limits.check_seconds(timeout) + 0.5)
+        numpy_dir = _numpy_dir()
+        search = [str(mount / "stage"), numpy_dir]
+        placed = []
+        for number, part in enumerate(parts):
+            name = f"part{number}"
+            _stage_export(part, module, stage, work / name, origin)  # its error is the same
+            placed.append((part, [str(mount / name), numpy_dir]))
+        sandbox.stage_script(RUNNER.name, work)
+        count = len(program.checks) + sum(len(part.checks) for part in parts)
+        nonces = [secrets.token_hex(16) for _ in range(count)]
+        job = build_job(program, nonces, search, timeout, seed, placed)
+        wall = limits.SLACK + count * (limits.check_seconds(timeout) + 0.5)
         run = sandbox.run_python(RUNNER.name, work, job, wall, unsafe=unsafe)
     stopped = run.ending() if run.stopped else ""
     return Run(run.output, nonces, run.seconds, stopped, export_error)
@@ -246,7 +251,10 @@ def score(
     its probes' numbers against the reference's (`expected`, on its seed; computed here when
     not given)."""
     program = build_program(source, submission)
-    checks = [Check(grade_id, points) for grade_id, points, _, _ in program.checks]
+    checks = [
+        Check(grade_id, points, grades=declared(code))
+        for grade_id, points, code, _ in program.checks
+    ]
     scored = Scored(checks, list(program.notes))
     if program.refused:
         scored.notes.insert(0, f"not run: {program.refused}")
@@ -267,15 +275,83 @@ def score(
         # Only the numbers decide; what the process said (its verdict line) only explains.
         wanted = expected.numbers.get(check.grade_id) or judge.Numbers(problem=NOT_A_PROBE)
         mine = judge.read_numbers(npzwire.from_lines(run.output, nonce, "numbers"))
-        why = judge.judge(mine, wanted)
-        if mine.problem == "no numbers came back" and not wanted.problem and check.reason:
-            why = check.reason  # the cell itself raised, or the process died: say so
-        elif why and not mine.problem and check.reason.endswith("(tampering)"):
-            why = check.reason
-        check.passed, check.reason = not why, why
-        if run.stopped and not check.passed and not check.reason.startswith("timeout"):
-            check.reason = f"{run.stopped}: the grading process was stopped"
+        said = check.reason
+        decided = verdict.decide(check.points, judge.judge(mine, wanted), mine.problem,
+                                 wanted.problem, said, run.stopped)  # fmt: skip
+        check.passed, check.reason = decided.passed, decided.reason
+    isolate(module, source, submission, program, scored, expected, reference_stage, timeout,
+            unsafe)  # fmt: skip
+    for check in checks:
+        if not check.passed:
+            check.reason = verdict.blame(check.reason, describe_cells(source, check.grades))
     return scored
+
+
+def _solutions(source: nbformat.NotebookNode) -> dict[str, str]:
+    return {
+        cell.metadata["nbgrader"]["grade_id"]: cell.source
+        for cell in source.cells
+        if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution")
+    }
+
+
+def isolate(module: CourseModule, source: nbformat.NotebookNode,
+            submission: nbformat.NotebookNode, program: Program, scored: Scored,
+            expected: Reference, stage: Path, timeout: float, unsafe: bool) -> None:  # fmt: skip
+    """Each failed check again, with the reference's code in every solution cell the check does
+    not declare: it passes when the student's declared cells alone match the reference. All
+    such runs of one submission share one sandbox; what they print is never shown (it is the
+    reference's code running). Not run again: a check that ran into a limit (verdict.hit_limit),
+    one with a declared cell still the release's stub (alone it would run that stub and fail),
+    one whose declared cells are the reference's text (it passes: alone it is the reference),
+    and one whose other cells already are the reference's (alone is what already ran)."""
+    reference_code = _solutions(source)
+    theirs = {label: code for label, code, _ in program.cells if label in reference_code}
+    same = {cell for cell, code in reference_code.items() if theirs.get(cell) == code}
+    groups: dict[tuple[str, ...], list[Check]] = {}
+    for check in scored.checks:
+        wanted = expected.numbers.get(check.grade_id)
+        if check.passed or not check.grades or wanted is None or wanted.problem:
+            continue
+        if any(probe.get("error") for probe in wanted.probes):
+            continue  # the reference itself failed on this seed: nothing can pass
+        if verdict.hit_limit(check.reason):
+            continue
+        own = tuple(cell for cell in check.grades if cell in reference_code)
+        if any(cell not in theirs or untouched(theirs[cell], reference_code[cell]) for cell in own):
+            continue  # a declared cell holds no code of the student's: alone it fails too
+        if own and all(cell in same for cell in own):
+            _alone(check, "")  # alone, the check runs the reference itself
+        elif not set(reference_code).difference(own).issubset(same):
+            groups.setdefault(own, []).append(check)  # else alone is what already ran
+    if not groups:
+        return
+    parts = []
+    for own, group in groups.items():
+        part = build_program(source, submission, own=own)
+        part.checks = [c for c in part.checks if any(c[0] == g.grade_id for g in group)]
+        parts.append(part)
+    run = run_checks(module, parts[0], stage, timeout, expected.seed, unsafe, parts=parts[1:])
+    scored.seconds += run.seconds
+    nonces = iter(run.nonces)
+    for part in parts:
+        for grade_id, _, _, _ in part.checks:
+            nonce = next(nonces)
+            check = next(c for c in scored.checks if c.grade_id == grade_id)
+            mine = judge.read_numbers(npzwire.from_lines(run.output, nonce, "numbers"))
+            _alone(check, judge.judge(mine, expected.numbers[grade_id]))
+
+
+def _alone(check: Check, judged: str) -> None:
+    decided = verdict.alone(verdict.Verdict(check.passed, check.reason, 0.0), check.points, judged)
+    check.alone = decided.passed and not check.passed
+    if check.alone and check.output:
+        check.output = (
+            f"Full marks: this check measures cell(s) {', '.join(check.grades)}, which match "
+            "with the reference's code in the other cells. Over your whole notebook it failed "
+            "(below), because of a cell it does not measure.\n" + check.output
+        )
+    check.passed, check.reason = decided.passed, decided.reason
 
 
 def _numpy_dir() -> str:

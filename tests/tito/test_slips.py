@@ -1,0 +1,291 @@
+"""A planted slip costs its function's checks and nothing else (issue 35, item 4).
+
+For each listed module, one realistic slip per solution cell (a sign, an axis, a missing epsilon
+or scale, an off-by-one, a wrong transpose, a forgotten term), planted in the reference solution
+and graded through the real autograde path (one course, two jobs): the slipped submission loses
+points on at least one check that declares the slipped cell (`@graded(grades=...)`) and keeps
+full marks on every other check. grades.csv names the lost checks as the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+
+import nbformat
+import pytest
+
+from tito.curriculum.catalog import find
+from tito.curriculum.program import declared
+from tito.grading import course as course_folder
+from tito.grading import gradebook
+from tito.grading import nbgrader as grading
+
+# module -> solution cell -> (text of the reference, the slip that replaces it once)
+SLIPS = {
+    1: {
+        "elementwise": ("return a - b", "return b - a"),  # a sign
+        "matmul": ("return a @ b", "return a @ np.swapaxes(b, -1, -2)"),  # a transpose
+        "reductions": (  # the mean divided by every element, not the reduced axis's count
+            "return np.mean(a, axis=self.axes, keepdims=keepdims)",
+            "return np.sum(a, axis=self.axes, keepdims=keepdims) / a.size",
+        ),
+    },
+    2: {
+        "pointwise": ("np.where(x >= 0, 1, e) / (1 + e)", "np.where(x >= 0, e, 1) / (1 + e)"),
+        "gelu": ("out = 0.5 * x * (1 + self.t)", "out = x * (1 + self.t)"),  # a scale
+        "softmax": ("total = e.sum(axis=self.axis,", "total = e.sum(axis=0,"),  # an axis
+    },
+    3: {
+        "module": ("module.training = mode", "self.training = mode"),  # not passed down
+        "linear-function": ("gw = self.rows.T @ g", "gw = g.T @ self.rows"),
+        "linear": (  # the bias forgotten
+            "return LinearFunction.apply(x, self.weight, self.bias)",
+            "return LinearFunction.apply(x, self.weight)",
+        ),
+        "dropout": ("x.dtype.type(1.0 / (1.0 - self.p))", "x.dtype.type(1.0 / self.p)"),
+    },
+    4: {
+        "mse": ("np.sum(self.diff**2) / self.count", "np.sum(self.diff**2)"),  # no mean
+        "cross-entropy": (
+            "g[np.arange(self.t.size), self.t] -= 1",
+            "g[np.arange(self.t.size), self.t] += 1",
+        ),
+    },
+    5: {
+        "toposort": ("        seen.add(id(node))\n", ""),  # every path visits again
+        "backward": ("node.grad += total", "node.grad = total"),  # no accumulation
+        "numerical": ("(upper - lower) / (2 * h)", "(upper - lower) / h"),
+    },
+    6: {
+        "sgd": ("p.data -= self.lr * g", "p.data += self.lr * g"),
+        "adam": ("v_hat = v / (1 - self.beta2**t)", "v_hat = v"),  # no bias correction
+        "adamw": (
+            "p.data *= 1.0 - self.lr * self.weight_decay",
+            "p.data *= 1.0 - self.weight_decay",
+        ),
+    },
+    7: {
+        "clip": ("scale = max_norm / (total + 1e-6)", "scale = total / max_norm"),
+        "schedule": (
+            "self.max_lr * (step + 1) / self.warmup_steps",
+            "self.max_lr * step / self.warmup_steps",
+        ),
+        "train-step": ("self.schedule(self.step_count)", "self.schedule(self.step_count + 1)"),
+        "seed": ("np.random.seed(int(seed))", "np.random.default_rng(int(seed))"),
+        "checkpoint": ("weights[name] = value", "weights[key] = value"),
+    },
+    8: {
+        "tensor-dataset": ("return self.arrays[0].shape[0]", "return self.arrays[0].shape[0] - 1"),
+        "dataloader": ("(b + 1) * self.batch_size]", "(b + 1) * self.batch_size - 1]"),
+        "lm-dataset": (
+            "sliding_window_view(tokens, self.seq_len + 1)",
+            "sliding_window_view(tokens, self.seq_len)",
+        ),
+        "digits": ("(table[:, :64] / 16.0)", "(table[:, :64] * 1.0)"),
+    },
+    9: {
+        "im2col": ("windows.transpose(0, 2, 3, 1, 4, 5)", "windows.transpose(0, 2, 3, 1, 5, 4)"),
+        "conv-function": (
+            "return out.reshape(n, oh, ow, out_channels).transpose(0, 3, 1, 2)",
+            "return out.reshape(n, out_channels, oh, ow)",
+        ),
+        "conv2d": (
+            "return Conv2dFunction.apply(x, self.weight, self.bias, **options)",
+            "return Conv2dFunction.apply(x, self.weight, **options)",
+        ),
+        "pool-functions": ("share = grad / (self.kernel[0] * self.kernel[1])", "share = grad"),
+        "batchnorm-function": ("gb = grad.sum(axis=AXES)", "gb = grad.mean(axis=AXES)"),
+        "batchnorm": ("self.momentum * var * m / (m - 1)", "self.momentum * var"),
+        "flatten": ("-1, *x.shape[end + 1 :])", "-1, *x.shape[end:])"),
+    },
+    10: {
+        "char-tokenizer": (
+            "ids = pos.astype(np.int64) + self._offset",
+            "ids = pos.astype(np.int64)",
+        ),
+        "bpe-ops": ("keep[pos + 1] = False", "keep[pos] = False"),
+        "bpe-tokenizer": ("ids = merge(ids, pair, 256 + k)", "ids = merge(ids, pair, 255 + k)"),
+    },
+    11: {
+        "lookup": (
+            "np.add.at(out, self.ids.reshape(-1), rows)",
+            "out[self.ids.reshape(-1)] = rows",
+        ),
+        "embedding": (  # around the Function: no gradient reaches the table
+            "return EmbeddingLookup.apply(self.weight, ids=ids)",
+            "return Tensor(self.weight.data[ids])",
+        ),
+        "positions": ("table[:, 0::2] = np.sin(angles)", "table[:, 0::2] = np.cos(angles)"),
+    },
+    12: {
+        "masks": ("k=past_len + 1)", "k=past_len)"),  # an off-by-one
+        "sdpa": (" / q.shape[-1] ** 0.5", ""),  # a missing scale
+        "mha": ("merged = out.permute(0, 2, 1, 3).reshape(", "merged = out.reshape("),
+    },
+    13: {
+        "layernorm": ("(variance + self.eps) ** 0.5", "variance**0.5"),  # a missing epsilon
+        "mlp": ("self.linear2(self.gelu(self.linear1(x)))", "self.linear2(self.linear1(x))"),
+        "block": (  # a forgotten residual
+            "x = x + self.attention(self.ln1(x), mask)",
+            "x = self.attention(self.ln1(x), mask)",
+        ),
+        "sample": ("logits.astype(np.float64) / temperature", "logits.astype(np.float64)"),
+        "gpt": ("x = self.ln_f(x)", "x = x"),  # the final norm forgotten
+    },
+    14: {
+        "parameters": ("parts[:depth]", "parts[: depth + 1]"),
+        "matmul": ("return 2 * batch * a2[-2]", "return batch * a2[-2]"),  # a multiply-add is 2
+        "op-flops": (
+            "return sum(needed[:2]) * matmul_flops(in_shapes[0], in_shapes[1]), 0",
+            "return 2 * matmul_flops(in_shapes[0], in_shapes[1]), 0",
+        ),
+        "analytic": ("attention_term = 12 * layers", "attention_term = 6 * layers"),
+        "profiler": ("kept = output.nbytes if any(fn.needs_grad) else 0", "kept = output.nbytes"),
+        "latency": ("times[i] = clock() - start", "times[i] = clock()"),
+        "by-operation": ("key=lambda r: r.seconds, reverse=True)", "key=lambda r: r.seconds)"),
+    },
+    15: {
+        "params": ("scale = (hi - lo) / (qmax - qmin)", "scale = (hi - lo) / qmax"),
+        "quantize": (
+            "q = np.round(x / scale) + zero_point",
+            "q = np.round(x / scale) - zero_point",
+        ),
+        "observer": ("self.high = max(self.high, float(x.max()))", "self.high = float(x.max())"),
+        "qlinear": ("axis=1 if per_channel else None", "axis=0 if per_channel else None"),
+        "model": (
+            "total += module.qweight.nbytes + module.scale.nbytes + module.zero_point.nbytes",
+            "total += module.qweight.nbytes",
+        ),
+    },
+    16: {
+        "magnitude": ("np.argpartition(np.abs(w).reshape(-1)", "np.argpartition(w.reshape(-1)"),
+        "structured": ("np.argsort(importance)[::-1][:keep]", "np.argsort(importance)[:keep]"),
+        "lowrank": ("(root[:, None] * vt[:rank])", "(vt[:rank])"),
+        "distill-loss": (
+            "self.alpha * self.temp * (self.p_s - self.p_t)",
+            "self.alpha * (self.p_s - self.p_t)",
+        ),
+    },
+    17: {
+        "cache": ("self._v[:, :, self.length : end] = v", "self._v[:, :, self.length : end] = k"),
+        "bytes": ("return 2 * num_layers", "return num_layers"),  # K or V forgotten
+        "attention": (" / np.sqrt(q.shape[-1])", ""),
+        "forward": ("np.arange(past, past + steps)[None]", "np.arange(steps)[None]"),
+        "generate": ("past < model.max_seq_len", "past <= model.max_seq_len"),
+    },
+    18: {
+        "softmax": (
+            "total = scores.sum(axis=-1, keepdims=True)",
+            "total = scores.sum(axis=0, keepdims=True)",
+        ),
+        "attention": ("            ds *= self.scale\n", ""),
+        "projection": ("gx += g[i] @ self.weights[i].T", "gx += g[i] @ self.weights[i]"),
+        "layernorm": ("gx -= x_hat * mean_last(g * x_hat)", "gx += x_hat * mean_last(g * x_hat)"),
+        "gelu": ("slope += t\n", "slope -= t\n"),
+        "embedding": (
+            "np.add.reduceat(rows[order], starts, axis=0)",
+            "np.add.reduceat(rows, starts, axis=0)",
+        ),
+        "adamw": ("        tmp /= math.sqrt(1.0 - self.beta2**t)\n", ""),
+    },
+    19: {
+        "time-calls": ("start = clock()\n        fn()", "fn()\n        start = clock()"),
+        "summarize": ("tail = (1 - confidence) / 2 * 100", "tail = (1 - confidence) * 100"),
+        "compare": (
+            "ratio = float(np.median(b) / np.median(a))",
+            "ratio = float(np.median(a) / np.median(b))",
+        ),
+        "schedule": ("order += names if r % 2 == 0 else names[::-1]", "order += names"),
+    },
+    20: {
+        "bits": ("return float(nats / math.log(2) / chars)", "return float(nats / chars)"),  # nats
+        "violation": (
+            "bound = baseline.bits_per_char * (1 + event.quality_slack)",
+            "bound = baseline.bits_per_char + event.quality_slack",
+        ),
+        "score": (
+            "return float(np.prod(ratios) ** (1 / len(ratios)))",
+            "return float(np.mean(ratios))",
+        ),
+    },
+}
+
+# more slips of the same cells: student "slip-<cell>~<name>"
+MORE = {
+    13: {  # the tied output head without its transpose (issue 35: scored 9/9 before)
+        "gpt~tied": ("x @ self.token_embedding.weight.T", "x @ self.token_embedding.weight"),
+    },
+}
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def slipped(source, cell_id: str, old: str, new: str):
+    nb = nbformat.from_dict(source)
+    cell = next(c for c in nb.cells if _meta(c).get("grade_id") == cell_id)
+    assert cell.source.count(old) >= 1, f"{cell_id}: the reference no longer holds {old!r}"
+    cell.source = cell.source.replace(old, new, 1)
+    return nb
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """One course folder for every module's slips, and what was graded in it so far."""
+    folder = tmp_path_factory.mktemp("course")
+    course_folder.init_course(folder, timeout=20)
+    return folder, {}
+
+
+def graded(course, number: int):
+    """(check -> declared cells, slipped student -> outcome) of one module, graded once."""
+    folder, found = course
+    if number not in found:
+        module = find(number)
+        grading.generate(folder, module)
+        name = grading.notebook_file(module)
+        source = nbformat.read(folder / "source" / module.name / name, as_version=4)
+        for student, (old, new) in {**SLIPS[number], **MORE.get(number, {})}.items():
+            target = folder / "submitted" / f"slip-{student}" / module.name / name
+            target.parent.mkdir(parents=True)
+            nbformat.write(slipped(source, student.split("~")[0], old, new), target)
+        outcomes = grading.autograde(folder, module, jobs=2)
+        checks = {
+            _meta(c)["grade_id"]: declared(c.source)
+            for c in source.cells
+            if _meta(c).get("grade") and not _meta(c).get("solution")
+        }
+        found[number] = (checks, {o.student.removeprefix("slip-"): o for o in outcomes})
+    return found[number]
+
+
+@pytest.mark.parametrize("number", sorted(SLIPS))
+def test_a_slip_costs_the_checks_that_declare_its_cell_and_nothing_else(course, number):
+    checks, outcomes = graded(course, number)
+    solutions = {cell for cells in checks.values() for cell in cells}
+    assert set(SLIPS[number]) == solutions  # one slip for every solution cell
+    assert set(outcomes) == set(SLIPS[number]) | set(MORE.get(number, {}))
+    for student, outcome in outcomes.items():
+        cell = student.split("~")[0]
+        assert outcome.ok, (student, outcome.message)
+        lost = {c.grade_id for c in outcome.checks if not c.passed}
+        declaring = {check for check, cells in checks.items() if cell in cells}
+        assert lost, f"module {number}: the slip '{student}' cost nothing"
+        assert lost <= declaring, f"module {number}: the slip '{student}' cost {lost - declaring}"
+        for check in outcome.checks:
+            if not check.passed:
+                assert f"(cell '{cell}')" in check.reason, check.reason
+
+
+def test_grades_csv_names_every_lost_check_and_its_function(course):
+    _, outcomes = graded(course, 13)
+    gradebook.export_csv(course[0], course[0] / "grades.csv")
+    with open(course[0] / "grades.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    row = next(r for r in rows if r["student_id"] == "slip-layernorm" and "13" in r["assignment"])
+    assert float(row["score"]) < float(row["max_score"])
+    lost = [c for c in outcomes["layernorm"].checks if not c.passed]
+    assert lost
+    for check in lost:
+        assert f"{check.grade_id}: LayerNorm.forward (cell 'layernorm')" in row["reason"]
