@@ -208,6 +208,25 @@ SLIPS = {
             "return float(np.mean(ratios))",
         ),
     },
+    21: {
+        "rmsnorm": (
+            "(x * x).mean(axis=-1, keepdims=True) + eps)",
+            "(x * x).mean(axis=-1, keepdims=True))",
+        ),
+        "rotary": (
+            "out[..., 0::2] = even * self.cos - odd * self.sin",
+            "out[..., 0::2] = even * self.cos + odd * self.sin",
+        ),
+        "swiglu": (
+            "return self.w2(silu(self.w1(x)) * self.w3(x))",
+            "return self.w2(silu(self.w1(x)) + self.w3(x))",
+        ),
+        "attention": (
+            "v = self._split(self.v_proj(x), kv_heads)",
+            "v = self._split(self.k_proj(x), kv_heads)",
+        ),
+        "model": ("x = self.norm(x)\n", "\n"),  # the final norm dropped
+    },
 }
 
 # more slips of the same cells: student "slip-<cell>~<name>"
