@@ -652,6 +652,16 @@ print(a + b, (a @ a).shape, a.sum(axis=0), a.dtype)
 from tinytorch.checks import graded
 
 
+def local_grads(cls, arrays, rng, **kwargs):
+    """Run one Function's forward, then its backward on a random upstream gradient `g`:
+    (its input gradients, g). Module 01 has no engine yet, so this calls backward directly."""
+    fn = cls()
+    fn.needs_grad = (True,) * len(arrays)
+    out = fn.forward(*arrays, **kwargs)
+    g = rng.normal(size=np.shape(out)).astype(np.float32)
+    return fn.backward(g), g
+
+
 # %% nbgrader={"grade": true, "grade_id": "test-arithmetic", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 @graded(rtol=1e-5, atol=1e-6, grades="elementwise")
 def test_arithmetic_matches_numpy(rng):
@@ -668,6 +678,22 @@ def test_arithmetic_matches_numpy(rng):
         assert got.dtype == np.float32
         np.testing.assert_allclose(got.data, want, rtol=1e-6)
         found[name] = got.data
+    # each backward, called directly, against its derivative (in the output's shape)
+    pos = np.abs(x) + np.float32(0.5)
+    for name, cls, arrays, kwargs, derivative in [
+        ("add", Add, (x, y), {}, lambda g: (g, g)),
+        ("sub", Sub, (x, y), {}, lambda g: (g, -g)),
+        ("mul", Mul, (x, y), {}, lambda g: (g * y, g * x)),
+        ("div", Div, (x, y), {}, lambda g: (g / y, -g * x / y**2)),
+        ("neg", Neg, (x,), {}, lambda g: (-g,)),
+        ("pow", Pow, (x,), {"exponent": 3.0}, lambda g: (3 * x**2 * g,)),
+        ("exp", Exp, (x,), {}, lambda g: (np.exp(x) * g,)),
+        ("log", Log, (pos,), {}, lambda g: (g / pos,)),
+    ]:
+        grads, g = local_grads(cls, arrays, rng, **kwargs)
+        for i, (mine, want) in enumerate(zip(grads, derivative(g))):
+            np.testing.assert_allclose(mine, np.broadcast_to(want, g.shape), rtol=1e-5, atol=1e-6)
+            found[f"d{name}_input{i}"] = np.broadcast_to(mine, g.shape)
     return found
 
 
@@ -678,13 +704,16 @@ def test_matmul_and_errors(rng):
     w = rng.standard_normal((4, 5)).astype(np.float32)
     got = (Tensor(x) @ Tensor(w)).data
     np.testing.assert_allclose(got, x @ w, rtol=1e-5, atol=1e-5)
+    (dx, dw), g = local_grads(MatMul, (x, w), rng)  # the backward, against its derivative
+    np.testing.assert_allclose(dx, g @ w.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dw, np.einsum("btk,btn->kn", x, g), rtol=1e-4, atol=1e-4)
     try:
         Tensor(x) @ Tensor(np.ones((3, 5)))
     except ValueError as err:
         assert "(2, 3, 4)" in str(err) and "(3, 5)" in str(err)
     else:
         raise AssertionError("a matmul shape mismatch must raise")
-    return {"xw": got}
+    return {"xw": got, "dx": dx, "dw": dw}
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-reductions", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
@@ -697,4 +726,13 @@ def test_reductions(rng):
     np.testing.assert_allclose(mean.data, x.mean(-1, keepdims=True), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(peak.data, x.max(axis=(0, 2)))
     assert t.reshape(6, 4).shape == (6, 4) and t.transpose().shape == (2, 4, 3)
-    return {"sum": total.data, "mean": mean.data, "max": peak.data}
+    # each backward spreads the upstream gradient over the reduced axes
+    (dsum,), g = local_grads(Sum, (x,), rng, axis=1)
+    np.testing.assert_allclose(dsum, np.broadcast_to(g[:, None, :], x.shape))
+    (dmean,), g = local_grads(Mean, (x,), rng, axis=-1, keepdims=True)
+    np.testing.assert_allclose(dmean, np.broadcast_to(g / 4, x.shape), rtol=1e-6)
+    (dmax,), g = local_grads(Max, (x,), rng, axis=(0, 2))
+    winners = x == x.max(axis=(0, 2), keepdims=True)
+    np.testing.assert_allclose(dmax, winners * g[None, :, None], rtol=1e-6)
+    found = {"sum": total.data, "mean": mean.data, "max": peak.data}
+    return {**found, "dsum": dsum, "dmean": dmean, "dmax": dmax}

@@ -231,6 +231,10 @@ SLIPS = {
 
 # more slips of the same cells: student "slip-<cell>~<name>"
 MORE = {
+    1: {  # a backward's sign (issue 35: autograde gave 6/6 while `complete` failed)
+        "elementwise~sub-backward": ("return grad, -grad", "return grad, grad"),
+        "matmul~backward": ("g @ np.swapaxes(b2, -1, -2)", "g @ b2"),
+    },
     13: {  # the tied output head without its transpose (issue 35: scored 9/9 before)
         "gpt~tied": ("x @ self.token_embedding.weight.T", "x @ self.token_embedding.weight"),
     },
