@@ -241,6 +241,28 @@ MORE = {
 }
 
 
+# correct answers written differently from the reference, each as the text allows: they keep full
+# marks (student "alt-<cell>~<name>")
+ALTERNATIVES = {
+    13: {  # the centred values once, and a reciprocal square root
+        "layernorm~centred": (
+            "normalized = (x - mean) / (variance + self.eps) ** 0.5",
+            "centred = x - mean\n        normalized = centred * (variance + self.eps) ** -0.5",
+        ),
+    },
+    19: {  # one generator for both resamplings (issue 35: scored 6/9 before)
+        "compare~one-generator": (
+            "ratios = bootstrap_medians(b, resamples, seed) / bootstrap_medians(a, resamples, seed "
+            "+ 1)",
+            "draw = np.random.default_rng(seed)\n"
+            "    picks_b = draw.integers(0, len(b), size=(resamples, len(b)))\n"
+            "    picks_a = draw.integers(0, len(a), size=(resamples, len(a)))\n"
+            "    ratios = np.median(b[picks_b], axis=1) / np.median(a[picks_a], axis=1)",
+        ),
+    },
+}
+
+
 def _meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
 
@@ -269,23 +291,30 @@ def graded(course, number: int):
         grading.generate(folder, module)
         name = grading.notebook_file(module)
         source = nbformat.read(folder / "source" / module.name / name, as_version=4)
-        for student, (old, new) in {**SLIPS[number], **MORE.get(number, {})}.items():
-            target = folder / "submitted" / f"slip-{student}" / module.name / name
+        planted = {f"slip-{k}": v for k, v in {**SLIPS[number], **MORE.get(number, {})}.items()}
+        planted |= {f"alt-{k}": v for k, v in ALTERNATIVES.get(number, {}).items()}
+        for student, (old, new) in planted.items():
+            target = folder / "submitted" / student / module.name / name
             target.parent.mkdir(parents=True)
-            nbformat.write(slipped(source, student.split("~")[0], old, new), target)
+            cell = student.split("-", 1)[1].split("~")[0]
+            nbformat.write(slipped(source, cell, old, new), target)
         outcomes = grading.autograde(folder, module, jobs=2)
         checks = {
             _meta(c)["grade_id"]: declared(c.source)
             for c in source.cells
             if _meta(c).get("grade") and not _meta(c).get("solution")
         }
-        found[number] = (checks, {o.student.removeprefix("slip-"): o for o in outcomes})
+        found[number] = (
+            checks,
+            {o.student.removeprefix("slip-"): o for o in outcomes if o.student.startswith("slip-")},
+            {o.student.removeprefix("alt-"): o for o in outcomes if o.student.startswith("alt-")},
+        )
     return found[number]
 
 
 @pytest.mark.parametrize("number", sorted(SLIPS))
 def test_a_slip_costs_the_checks_that_declare_its_cell_and_nothing_else(course, number):
-    checks, outcomes = graded(course, number)
+    checks, outcomes, _ = graded(course, number)
     solutions = {cell for cells in checks.values() for cell in cells}
     assert set(SLIPS[number]) == solutions  # one slip for every solution cell
     assert set(outcomes) == set(SLIPS[number]) | set(MORE.get(number, {}))
@@ -302,7 +331,7 @@ def test_a_slip_costs_the_checks_that_declare_its_cell_and_nothing_else(course, 
 
 
 def test_grades_csv_names_every_lost_check_and_its_function(course):
-    _, outcomes = graded(course, 13)
+    _, outcomes, _ = graded(course, 13)
     gradebook.export_csv(course[0], course[0] / "grades.csv")
     with open(course[0] / "grades.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -312,3 +341,13 @@ def test_grades_csv_names_every_lost_check_and_its_function(course):
     assert lost
     for check in lost:
         assert f"{check.grade_id}: LayerNorm.forward (cell 'layernorm')" in row["reason"]
+
+
+@pytest.mark.parametrize("number", sorted(ALTERNATIVES))
+def test_a_correct_answer_written_another_way_keeps_full_marks(course, number):
+    _, _, alternatives = graded(course, number)
+    assert set(alternatives) == set(ALTERNATIVES[number])
+    for student, outcome in alternatives.items():
+        assert outcome.ok, (student, outcome.message)
+        lost = [(c.grade_id, c.reason) for c in outcome.checks if not c.passed]
+        assert lost == [], (student, lost)
