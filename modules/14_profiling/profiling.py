@@ -834,14 +834,14 @@ x = data_rng.integers(0, config.vocab_size, size=(batch, config.max_seq_len))
 y = data_rng.integers(0, config.vocab_size, size=(batch, config.max_seq_len))
 
 
-def train_step():
+def forward_backward():
     cross_entropy(gpt(Tensor(x)), y).backward()
     gpt.zero_grad()
 
 
-threads = latency(train_step, warmup=1, repeats=5)
+threads = latency(forward_backward, warmup=1, repeats=5)
 with one_thread():
-    single = latency(train_step, warmup=1, repeats=5)
+    single = latency(forward_backward, warmup=1, repeats=5)
 print(f"one training step: {threads} with numpy's default threads, {single} with one")
 
 # %%
