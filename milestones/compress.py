@@ -182,7 +182,7 @@ def distill(teacher, run: Run, setup: Setup, steps: int, seed: int) -> tuple[GPT
     student.train()
     optimizer = AdamW(student.parameters(), lr=setup.distill_lr, weight_decay=0.01)
     schedule = CosineSchedule(setup.distill_lr, warmup_steps(steps), steps, setup.distill_lr / 10)
-    losses = []  # module 16's distill_step is the step (two models, one loss): not Trainer's
+    losses = []  # module 16's distill_step: the teacher's logits, then module 07's train_step
     for step in range(steps):
         optimizer.lr = schedule(step)
         x, y = training.batch_at(run.train, seed + 1, step, setup.batch_size)

@@ -410,6 +410,7 @@ import numpy as np
 
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import Function, ShapeError, Tensor
+from tinytorch.core.training import train_step
 
 
 def _log_softmax(z: np.ndarray) -> np.ndarray:
@@ -474,8 +475,8 @@ def distillation_loss(student_logits, teacher_logits, targets, temperature: floa
 # The student is a GPT with half the blocks, the same width and vocabulary, started from the
 # teacher: its embeddings, final norm and every other block (`half_size`, given: DistilBERT's
 # trick, a better start than random weights). `distill_step` is one training step: the teacher's
-# logits under `no_grad`, the student's with the graph, the loss above, backward, the
-# optimizer's step.
+# logits under `no_grad`, then module 07's `train_step` on the loss above (the student's logits
+# with the graph, backward, the optimizer's step).
 
 
 # %% nbgrader={"grade": false, "grade_id": "distill", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -493,11 +494,11 @@ def distill_step(student, teacher, x, y, optimizer, temperature: float = 2.0,
     """One step of `optimizer` on the distillation loss for the batch (x, y); returns the loss."""
     with no_grad():
         teacher_logits = teacher(x).data
-    optimizer.zero_grad()
-    loss = distillation_loss(student(x), teacher_logits, y, temperature, alpha)
-    loss.backward()
-    optimizer.step()
-    return float(loss.data)
+
+    def loss_fn(student_logits, targets):
+        return distillation_loss(student_logits, teacher_logits, targets, temperature, alpha)
+
+    return train_step(student, loss_fn, optimizer, x, y)  # module 07's step
 
 
 # %% [markdown]
