@@ -127,19 +127,18 @@ class TinyTrainer:
     def __init__(self, model, lr: float = LR, workers: int = 1, accelerated: bool = True):
         from tinytorch.accel.accelerate import accelerate
         from tinytorch.accel.parallel import DataParallel
+        from tinytorch.core.losses import cross_entropy
         from tinytorch.core.optimizers import AdamW
+        from tinytorch.core.training import Trainer
 
         opt = AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
         self.model, self.opt = model, accelerate(opt) if accelerated else opt
         self.parallel = DataParallel(model, workers)
+        # module 07's step, with the forward and backward split over the workers
+        self.trainer = Trainer(model, cross_entropy, self.opt, backward=self.parallel.backward)
 
     def step(self, x: np.ndarray, y: np.ndarray) -> float:
-        from tinytorch.core.losses import cross_entropy
-
-        self.opt.zero_grad()
-        loss = self.parallel.backward(cross_entropy, x, y)
-        self.opt.step()
-        return loss
+        return self.trainer.step(x, y)
 
 
 class TorchTrainer:

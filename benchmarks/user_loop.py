@@ -124,7 +124,7 @@ def child(who: str, folder: Path, vocab_size: int, iters: int) -> dict:
         from tinytorch.core.autograd import no_grad
         from tinytorch.core.losses import cross_entropy
         from tinytorch.core.optimizers import AdamW
-        from tinytorch.core.training import clip_grad_norm
+        from tinytorch.core.training import train_step
         from tinytorch.models.transformer import GPT, GPTConfig
 
         np.random.seed(0)
@@ -133,15 +133,10 @@ def child(who: str, folder: Path, vocab_size: int, iters: int) -> dict:
         opt = AdamW(model.parameters(), lr=LR, betas=BETAS, weight_decay=DECAY)
         if who == "tinytorch":
             model, opt = accelerate(model), accelerate(opt)
-        params = model.parameters()
 
-        def step(x, y, lr):
+        def step(x, y, lr):  # module 07's step: zero_grad, forward, backward, clip, step
             opt.lr = lr
-            loss = cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            clip_grad_norm(params, CLIP)
-            opt.step()
+            train_step(model, cross_entropy, opt, x, y, max_norm=CLIP)
 
         def val_loss(x, y):
             with no_grad():

@@ -144,7 +144,7 @@ def child() -> None:
     from tinytorch.core.losses import cross_entropy
     from tinytorch.core.optimizers import AdamW
     from tinytorch.core.tensor import Tensor
-    from tinytorch.core.training import seed_everything
+    from tinytorch.core.training import Trainer, seed_everything
     from tinytorch.data.loader import LanguageModelDataset
     from tinytorch.models.transformer import GPT, PRESETS
 
@@ -167,14 +167,11 @@ def child() -> None:
             "steps": 0, "corpus_source": DEFAULT_SOURCE, "corpus_sha256": corpus.sha256,
             "vocab": vocab.fingerprint}  # fmt: skip
     history = training.History()
+    trainer = Trainer(model, cross_entropy, optimizer)
     step = 0
     while True:
         x, y = training.batch_at(data, job["seed"], step, setup.batch_size)
-        loss = cross_entropy(model(Tensor(x)), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        history.train.append(float(loss.data))
+        history.train.append(trainer.step(Tensor(x), y))
         step += 1
         if step % SAVE_EVERY == 0:
             training.save(Path(job["out"]) / f"step-{step}.npz", model, optimizer, step,

@@ -30,7 +30,7 @@ from tinytorch.core.embeddings import Embedding
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
-from tinytorch.core.training import CosineSchedule, seed_everything
+from tinytorch.core.training import CosineSchedule, Trainer, seed_everything
 from tinytorch.data.loader import LanguageModelDataset
 from tinytorch.models.scaling import count_parameters
 from tinytorch.models.transformer import GPT
@@ -186,7 +186,7 @@ def distill(teacher, run: Run, setup: Setup, steps: int, seed: int) -> tuple[GPT
     student.train()
     optimizer = AdamW(student.parameters(), lr=setup.distill_lr, weight_decay=0.01)
     schedule = CosineSchedule(setup.distill_lr, warmup_steps(steps), steps, setup.distill_lr / 10)
-    losses = []
+    losses = []  # module 16's distill_step: the teacher's logits, then module 07's train_step
     for step in range(steps):
         optimizer.lr = schedule(step)
         x, y = training.batch_at(run.train, seed + 1, step, setup.batch_size)
@@ -197,15 +197,12 @@ def distill(teacher, run: Run, setup: Setup, steps: int, seed: int) -> tuple[GPT
 
 def fine_tune(model, run: Run, setup: Setup, steps: int, seed: int, lr: float) -> GPT:
     """Steps of the ordinary next-token loss on the run's training windows, cosine schedule."""
-    model.train()
     optimizer = AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = CosineSchedule(lr, warmup_steps(steps), steps, lr / 10)
+    trainer = Trainer(model, cross_entropy, optimizer, schedule)
     for step in range(steps):
-        optimizer.lr = schedule(step)
         x, y = training.batch_at(run.train, seed + 1, step, setup.batch_size)
-        optimizer.zero_grad()
-        cross_entropy(model(Tensor(x)), y).backward()
-        optimizer.step()
+        trainer.step(Tensor(x), y)
     model.eval()
     return model
 

@@ -22,7 +22,7 @@ from tinytorch.core.layers import Linear, Sequential
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import Adam
 from tinytorch.core.tensor import Tensor
-from tinytorch.core.training import CosineSchedule, seed_everything
+from tinytorch.core.training import CosineSchedule, Trainer, seed_everything
 from tinytorch.data.loader import DataLoader, DigitsDataset
 
 STORY = (
@@ -68,18 +68,13 @@ def fit(model, flatten: bool, recipe: Recipe, seed: int, opts: RunOptions, label
     optimizer = Adam(model.parameters(), lr=recipe.lr)
     total = recipe.epochs * len(loader)
     schedule = CosineSchedule(recipe.lr, 0, total, min_lr=recipe.lr / 30)
+    trainer = Trainer(model, cross_entropy, optimizer, schedule)
     test_x, test_y = test.arrays
-    losses, accuracies, step, seconds = [], [], 0, 0.0
+    losses, accuracies, seconds = [], [], 0.0
     for _ in track(range(recipe.epochs), description=f"training the {label}", console=opts.console):
         began, epoch_loss = time.perf_counter(), 0.0
         for x, y in loader:
-            optimizer.lr = schedule(step)
-            loss = cross_entropy(model(Tensor(x)), y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            epoch_loss += float(loss.data) / len(loader)
-            step += 1
+            epoch_loss += trainer.step(Tensor(x), y) / len(loader)
         seconds += time.perf_counter() - began
         losses.append(epoch_loss)
         accuracies.append(float((predict(model, test_x) == test_y).mean()))

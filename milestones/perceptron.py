@@ -50,6 +50,7 @@ def train(layer: Linear, x: np.ndarray, y: np.ndarray, rng: np.random.Generator)
 
     Returns the mistakes of each epoch and the line (w1, w2, b) after each epoch.
     """
+    # Rosenblatt's rule, no gradient: not module 07's Trainer (perceptron requires modules 01-03)
     w, b = layer.weight.data, layer.bias.data  # updated in place: (2, 1) and (1,)
     mistakes, lines = [], [np.append(w[:, 0], b).copy()]
     for _ in range(MAX_EPOCHS):

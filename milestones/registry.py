@@ -106,7 +106,13 @@ class Milestone:
         options.check()
         module, function = self.entry.split(":")
         with removed_if_left_empty(options.out):
-            return getattr(importlib.import_module(module), function)(self, options)
+            try:
+                return getattr(importlib.import_module(module), function)(self, options)
+            except FloatingPointError as err:  # module 07's train_step refused a nan or inf loss
+                raise MilestoneError(
+                    f"{self.name} stopped: {err}",
+                    hint="a completed module may compute a wrong result: `tito module test N`",
+                ) from None
 
 
 def stated(seconds: float | None, brief: bool = False) -> str:

@@ -27,12 +27,7 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
-from tinytorch.core.training import (
-    CosineSchedule,
-    clip_grad_norm,
-    load_checkpoint,
-    save_checkpoint,
-)
+from tinytorch.core.training import CosineSchedule, Trainer, load_checkpoint, save_checkpoint
 from tinytorch.data.loader import LanguageModelDataset
 
 # Called with the number of finished steps after each step; tests use it to press Ctrl-C.
@@ -204,8 +199,9 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
     `seconds` counts the training steps only (forward, backward, update), not the evaluations
     and checkpoints between them; the progress bar's tok/s is the same training throughput.
     """
-    params = model.parameters()
-    optimizer = accelerate(AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay), cfg.accelerate)
+    optimizer = accelerate(
+        AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay), cfg.accelerate
+    )
     schedule = CosineSchedule(cfg.lr, cfg.warmup, cfg.steps, min_lr=cfg.min_lr)
     path = out / CHECKPOINT
     start, history = 0, History()
@@ -219,19 +215,17 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
     if not history.val:
         history.val.append((0, evaluate(model, val_data, cfg.eval_windows, cfg.batch_size)))
     tokens_per_step = cfg.batch_size * cfg.max_seq_len
-    parallel = DataParallel(model, cfg.workers)
+    parallel = DataParallel(model, cfg.workers)  # the batch's forward and backward, over threads
+    trainer = Trainer(model, cross_entropy, optimizer, schedule, cfg.clip, parallel.backward)
+    trainer.step_count = start
     seconds = 0.0  # in training steps only
     with _StopFlag() as stop, _progress(console) as bar:
         loss = history.train[-1] if history.train else history.val[-1][1]
         task = bar.add_task("train", total=cfg.steps, completed=start, loss=loss, lr=0.0, tps=0.0)
         for step in range(start, cfg.steps):
             tick = time.perf_counter()
-            optimizer.lr = schedule(step)
             x, y = batch_at(train_data, cfg.seed, step, cfg.batch_size)
-            optimizer.zero_grad()
-            loss = parallel.backward(cross_entropy, x, y)
-            clip_grad_norm(params, cfg.clip)
-            optimizer.step()
+            loss = trainer.step(x, y)
             seconds += time.perf_counter() - tick
             done = step + 1
             history.train.append(loss)

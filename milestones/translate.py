@@ -24,9 +24,10 @@ from milestones.output import prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.core.attention import padding_mask
 from tinytorch.core.autograd import no_grad
+from tinytorch.core.layers import Module
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
-from tinytorch.core.training import CosineSchedule, clip_grad_norm, seed_everything
+from tinytorch.core.training import CosineSchedule, Trainer, seed_everything
 from tinytorch.models.scaling import count_parameters
 from tinytorch.models.seq2seq import Seq2SeqTransformer
 from tinytorch.models.transformer import PRESETS
@@ -128,28 +129,38 @@ class History:
     final_accuracy: float = 0.0  # exact match on every held-out number after the last step
 
 
+class BatchReader(Module):
+    """The model as module 07's Trainer calls it: one batch of numbers in, (B, T, V) logits out."""
+
+    def __init__(self, model: Seq2SeqTransformer):
+        self.model = model
+
+    def forward(self, batch):
+        return self.model(batch.source, batch.decoder_input, source_mask(batch))
+
+
+def digits_loss(logits, labels):
+    """Cross-entropy over the digits written, padding not counted."""
+    return cross_entropy(logits, labels, ignore_index=numbers.PAD)
+
+
 def train(model, train_nums, test_nums, config: Training, seed: int, label: str, bar) -> History:
     """AdamW with warm-up and cosine decay; batches drawn by `seed` alone, the same per variant."""
-    params, lr = model.parameters(), config.lr
-    optimizer = AdamW(params, lr=lr, weight_decay=0.0)
+    lr = config.lr
+    optimizer = AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     warmup = min(config.warmup, config.steps // 5)  # a short --steps still warms up, briefly
     schedule = CosineSchedule(lr, warmup, config.steps, min_lr=lr / 10)
     rng = np.random.default_rng([seed, 1])
+    trainer = Trainer(BatchReader(model), digits_loss, optimizer, schedule, max_norm=1.0)
     history = History(label, model.blocks[0].norm_first, lr, [], [], [], [])
     task = bar.add_task(label, total=config.steps, loss=float("nan"), acc="")
     for step in range(config.steps):
         tick, cpu = time.perf_counter(), time.process_time()
-        optimizer.lr = schedule(step)
         batch = numbers.batch(rng.choice(train_nums, config.batch_size))
-        logits = model(batch.source, batch.decoder_input, source_mask(batch))  # (B, T, V)
-        loss = cross_entropy(logits, batch.labels, ignore_index=numbers.PAD)
-        optimizer.zero_grad()
-        loss.backward()
-        clip_grad_norm(params, 1.0)
-        optimizer.step()
+        loss = trainer.step(batch, batch.labels)
         history.step_seconds.append(time.perf_counter() - tick)
         history.step_cpu_seconds.append(time.process_time() - cpu)
-        history.loss.append(float(loss.data))
+        history.loss.append(loss)
         done = step + 1
         if done % config.eval_every == 0 or done == config.steps:
             acc = exact_match(model, test_nums[:CURVE_NUMBERS])

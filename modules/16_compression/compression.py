@@ -410,6 +410,7 @@ import numpy as np
 
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import Function, ShapeError, Tensor
+from tinytorch.core.training import train_step
 
 
 def _log_softmax(z: np.ndarray) -> np.ndarray:
@@ -474,8 +475,8 @@ def distillation_loss(student_logits, teacher_logits, targets, temperature: floa
 # The student is a GPT with half the blocks, the same width and vocabulary, started from the
 # teacher: its embeddings, final norm and every other block (`half_size`, given: DistilBERT's
 # trick, a better start than random weights). `distill_step` is one training step: the teacher's
-# logits under `no_grad`, the student's with the graph, the loss above, backward, the
-# optimizer's step.
+# logits under `no_grad`, then module 07's `train_step` on the loss above (the student's logits
+# with the graph, backward, the optimizer's step).
 
 
 # %% nbgrader={"grade": false, "grade_id": "distill", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -493,11 +494,11 @@ def distill_step(student, teacher, x, y, optimizer, temperature: float = 2.0,
     """One step of `optimizer` on the distillation loss for the batch (x, y); returns the loss."""
     with no_grad():
         teacher_logits = teacher(x).data
-    optimizer.zero_grad()
-    loss = distillation_loss(student(x), teacher_logits, y, temperature, alpha)
-    loss.backward()
-    optimizer.step()
-    return float(loss.data)
+
+    def loss_fn(student_logits, targets):
+        return distillation_loss(student_logits, teacher_logits, targets, temperature, alpha)
+
+    return train_step(student, loss_fn, optimizer, x, y)  # module 07's step
 
 
 # %% [markdown]
@@ -533,7 +534,7 @@ import copy
 
 from tinytorch.checks import graded
 from tinytorch.core.attention import MultiHeadAttention, causal_mask
-from tinytorch.core.autograd import no_grad
+from tinytorch.core.autograd import no_grad, numerical_gradient
 from tinytorch.core.layers import Linear
 from tinytorch.core.tensor import Tensor, precision
 from tinytorch.core.transformer import MLP
@@ -618,14 +619,11 @@ def distillation_probe(rng):
     kl = np.sum(p_t * (np.log(p_t) - log_ps)) / 6
     hard = -_log_softmax(rows)[np.arange(6), yy].mean()
     np.testing.assert_allclose(loss.data, alpha * temp**2 * kl + (1 - alpha) * hard, rtol=1e-5)
-    h, numeric = 1e-5, np.zeros(6 * 5)  # central differences of the loss
-    for i in range(30):
-        step = np.zeros(30)
-        step[i] = h
-        up = distillation_loss(s + step.reshape(s.shape), t, y, temp, alpha).data
-        down = distillation_loss(s - step.reshape(s.shape), t, y, temp, alpha).data
-        numeric[i] = (up - down) / (2 * h)
-    np.testing.assert_allclose(student.grad.reshape(-1), numeric, rtol=1e-4, atol=1e-6)
+    nudged = s.copy()  # module 05's central differences of the loss, nudging `nudged` in place
+    numeric = numerical_gradient(
+        lambda: float(distillation_loss(nudged, t, y, temp, alpha).data), nudged, h=1e-5
+    )
+    np.testing.assert_allclose(student.grad, numeric, rtol=1e-4, atol=1e-6)
     return {"loss": loss.data, "grad": student.grad}
 
 

@@ -148,3 +148,32 @@ def test_classifier_trains_with_cross_entropy_and_clipping():
         trainer.step(x, labels)
     accuracy = np.mean(model(x).data.argmax(axis=-1) == labels)
     assert accuracy > 0.95 and trainer.history[-1] < 0.3 * trainer.history[0]
+
+
+def test_a_step_can_take_its_forward_and_backward_from_elsewhere():
+    """`backward(loss_fn, x, y)` stands in for forward and backward; zeroing, the nan check,
+    clipping and the step stay the Trainer's."""
+    seed_everything(9)
+    plain, other = MLP(), MLP()
+    other.load_state_dict(plain.state_dict())
+    calls = []
+
+    def backward(loss_fn, x, y):
+        calls.append(len(x))
+        assert all(p.grad is None for p in other.parameters())  # zeroed before it runs
+        loss = loss_fn(other(x), y)
+        loss.backward()
+        return loss.item()
+
+    mine = Trainer(plain, mse, Adam(plain.parameters(), lr=0.05), max_norm=0.5)
+    theirs = Trainer(other, mse, Adam(other.parameters(), lr=0.05), max_norm=0.5, backward=backward)
+    for _ in range(5):
+        assert theirs.step(XOR_X, XOR_Y) == mine.step(XOR_X, XOR_Y)
+    assert calls == [4] * 5
+    for p, q in zip(plain.parameters(), other.parameters()):
+        np.testing.assert_array_equal(p.data, q.data)
+    before = [p.data.copy() for p in other.parameters()]
+    with pytest.raises(FloatingPointError, match="loss is nan"):
+        train_step(other, mse, theirs.optimizer, XOR_X, XOR_Y, backward=lambda *a: float("nan"))
+    for p, b in zip(other.parameters(), before):
+        np.testing.assert_array_equal(p.data, b)

@@ -46,3 +46,15 @@ def test_options_it_has_no_use_for_are_refused_in_one_line(tmp_path, option):
     assert result.exit_code == 1
     assert said(result).startswith(f"error: {option[0]} does not apply to attention: it ")
     assert not (tmp_path / "summary.json").exists()
+
+
+def test_a_nan_loss_stops_the_run_in_one_line(tmp_path, monkeypatch):
+    """Module 07's Trainer refuses a nan loss; the milestone says so, with no traceback."""
+    monkeypatch.setattr(attention, "reversal_loss", lambda logits, y: logits.sum() * float("nan"))
+    out = tmp_path / "attention"
+    result = CliRunner().invoke(
+        app, ["milestone", "run", "attention", "--steps", "3", "--out", str(out)]
+    )
+    assert result.exit_code == 1
+    assert "error: attention stopped: the loss is nan; the weights were not" in said(result)
+    assert "Traceback" not in result.output

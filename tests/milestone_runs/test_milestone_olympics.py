@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 from milestones import corpus, olympics
 from milestones.errors import MilestoneError
 from milestones.runs import load_run
+from tinytorch.core.autograd import no_grad
+from tinytorch.core.tensor import Tensor
 from tinytorch.olympics.events import EVENTS, Measured
 from tinytorch.olympics.rules import score, violation
 from tito.cli.main import app
@@ -71,6 +73,28 @@ def test_quality_is_measured_on_held_out_text_not_on_what_the_run_memorised(trai
     assert seen < unseen  # it learned its text; held out, it scores as it really is
     record = olympics.run_event("size", trained, None, repeats=1)
     assert record["baseline"]["bits_per_char"] == pytest.approx(unseen)
+
+
+def test_the_held_out_score_is_the_summed_surprise_in_bits_per_character(trained):
+    """Module 04's cross-entropy gives the score: checked against a float64 log-softmax here."""
+    run = load_run(trained)
+    text = olympics.heldout_text(PROSE)
+    known = set(run.vocab.tokenizer.vocab)
+    ids = np.asarray(run.vocab.encode("".join(ch for ch in text if ch in known)))
+    window = run.config.max_seq_len
+    count = (len(ids) - 1) // window
+    x = ids[: count * window].reshape(count, window)
+    y = ids[1 : count * window + 1].reshape(count, window)
+    with no_grad():
+        logits = run.model(Tensor(x)).data.astype(np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    nats = -np.take_along_axis(log_p, y[..., None], axis=-1).sum()
+    chars = len(run.vocab.decode(y.ravel()))
+    expected = nats / np.log(2) / chars
+    assert olympics.heldout_bits(run, run.model, text) == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(MilestoneError, match="too short for one window"):
+        olympics.heldout_bits(run, run.model, text[:window])
 
 
 def test_a_manifest_that_claims_numbers_is_measured_as_it_is(trained):

@@ -11,6 +11,7 @@ import numpy as np
 
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.tensor import Function, ShapeError, Tensor
+from tinytorch.core.training import train_step
 
 
 def _log_softmax(z: np.ndarray) -> np.ndarray:
@@ -76,11 +77,11 @@ def distill_step(student, teacher, x, y, optimizer, temperature: float = 2.0,
     """One step of `optimizer` on the distillation loss for the batch (x, y); returns the loss."""
     with no_grad():
         teacher_logits = teacher(x).data
-    optimizer.zero_grad()
-    loss = distillation_loss(student(x), teacher_logits, y, temperature, alpha)
-    loss.backward()
-    optimizer.step()
-    return float(loss.data)
+
+    def loss_fn(student_logits, targets):
+        return distillation_loss(student_logits, teacher_logits, targets, temperature, alpha)
+
+    return train_step(student, loss_fn, optimizer, x, y)  # module 07's step
 
 
 __all__ = ["DistillationLoss", "distillation_loss", "half_size", "distill_step"]  # fmt: skip

@@ -74,12 +74,16 @@ class CosineSchedule:
         )
 
 
-def train_step(model, loss_fn, optimizer: Optimizer, x, y, max_norm: float | None = None) -> float:
+def train_step(model, loss_fn, optimizer: Optimizer, x, y, max_norm: float | None = None,
+               backward=None) -> float:  # fmt: skip
     """One optimisation step on the batch `(x, y)`; returns the loss before the step."""
     optimizer.zero_grad()
-    loss = loss_fn(model(x), y)
-    loss.backward()
-    value = loss.item()
+    if backward is None:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        value = loss.item()
+    else:
+        value = backward(loss_fn, x, y)
     if not math.isfinite(value):
         raise FloatingPointError(
             f"the loss is {value}; the weights were not updated. Lower the learning rate "
@@ -94,7 +98,8 @@ def train_step(model, loss_fn, optimizer: Optimizer, x, y, max_norm: float | Non
 class Trainer:
     """A model, a loss and an optimizer, with optional schedule and clipping, counting steps."""
 
-    def __init__(self, model, loss_fn, optimizer: Optimizer, schedule=None, max_norm=None):
+    def __init__(self, model, loss_fn, optimizer: Optimizer, schedule=None, max_norm=None,
+                 backward=None):  # fmt: skip
         if isinstance(loss_fn, Optimizer) or not isinstance(optimizer, Optimizer):
             raise TypeError(
                 f"Trainer(model, loss_fn, optimizer) got a {type(loss_fn).__name__} as loss_fn "
@@ -102,7 +107,7 @@ class Trainer:
                 "optimizer: Trainer(model, loss_fn, optimizer)"
             )
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
-        self.schedule, self.max_norm = schedule, max_norm
+        self.schedule, self.max_norm, self.backward = schedule, max_norm, backward
         self.step_count = 0
         self.history: list[float] = []
 
@@ -111,7 +116,8 @@ class Trainer:
         if self.schedule is not None:
             self.optimizer.lr = self.schedule(self.step_count)
         self.model.train()
-        loss = train_step(self.model, self.loss_fn, self.optimizer, x, y, self.max_norm)
+        loss = train_step(self.model, self.loss_fn, self.optimizer, x, y, self.max_norm,
+                          self.backward)  # fmt: skip
         self.step_count += 1
         self.history.append(loss)
         return loss
