@@ -28,7 +28,7 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
-from tinytorch.core.training import clip_grad_norm, seed_everything
+from tinytorch.core.training import seed_everything, train_step
 from tinytorch.data.loader import LanguageModelDataset
 from tinytorch.memo.generation import cached_forward, new_caches
 from tinytorch.memo.kvcache import cache_bytes
@@ -118,14 +118,10 @@ def train(model, data: LanguageModelDataset, val: LanguageModelDataset, budget: 
         x, y = training.batch_at(data, seed, step, budget.batch_size)
         began_cpu, began_wall = time.process_time(), time.perf_counter()
         optimizer.lr = budget.lr * min(1.0, (step + 1) / budget.warmup)
-        loss = cross_entropy(model(Tensor(x)), y)
-        optimizer.zero_grad()
-        loss.backward()
-        clip_grad_norm(model.parameters(), 1.0)
-        optimizer.step()
+        loss = train_step(model, cross_entropy, optimizer, Tensor(x), y, max_norm=1.0)
         cpu += time.process_time() - began_cpu
         wall += time.perf_counter() - began_wall
-        losses.append(float(loss.data))
+        losses.append(loss)
         step += 1
     bits = training.evaluate(model, val, budget.eval_windows, budget.batch_size) * to_bits
     curve.append((round(cpu, 3), bits))
