@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import os
 import shutil
 from pathlib import Path
 
@@ -140,3 +141,21 @@ def test_thresholds_are_settings(klass):
     assert done.exit_code == 1 and "c.TitoSimilarity.noise in nbgrader_config.py is 'long'" in (
         " ".join(done.output.split())
     )
+
+
+def test_a_notebook_that_is_no_file_is_never_read(tmp_path):
+    """A pipe or an oversized file where a notebook belongs is left out, not read: a FIFO would
+    block the run, and a device such as /dev/zero grew the instructor's process to 23 GB."""
+    copy = tmp_path / "course"
+    assert tito("grade", "init", copy).exit_code == 0
+    similarity_class.build(copy)
+    name = f"{similarity_class.MODULE.slug}.ipynb"
+    where = copy / "submitted" / "pipe" / similarity_class.MODULE.name
+    where.mkdir(parents=True)
+    os.mkfifo(where / name)
+    huge = copy / "submitted" / "huge" / similarity_class.MODULE.name
+    huge.mkdir(parents=True)
+    (huge / name).write_bytes(b" " * (64 * 2**20))
+    result = similarity.run(copy, similarity_class.MODULE)
+    assert "pipe" not in result.texts and "huge" not in result.texts
+    assert len(result.texts) == 21  # everyone else compared as before

@@ -25,10 +25,11 @@ import nbformat
 
 from tito.curriculum import paths
 from tito.curriculum.catalog import CourseModule
-from tito.curriculum.notebooks import read_notebook, read_source, student_notebook
+from tito.curriculum.notebooks import read_source, student_notebook
 from tito.errors import TitoError
 from tito.grading import course as layout
 from tito.grading.similarity_report import SHOWN, page  # noqa: F401 (SHOWN: for the CLI)
+from tito.grading.submissions import parse_notebook, read_bytes
 
 # The settings, with the defaults measured on tests/tito/similarity_class (docs/instructor.md):
 # an instructor changes them in nbgrader_config.py, e.g. `c.TitoSimilarity.threshold = 0.4`.
@@ -182,8 +183,10 @@ def _added(released: str, written: str, known: set[str] = frozenset()) -> str:
 
 
 def _read(path: Path) -> nbformat.NotebookNode | None:
+    """A submitted (or archived) notebook read as autograde reads one: a regular file of bounded
+    size, cells and nesting (a device, a pipe or a huge file is refused, never read)."""
     try:
-        return read_notebook(path)
+        return parse_notebook(read_bytes(path), path.name)
     except TitoError:
         return None  # autograde reports a broken notebook; there is nothing to compare
 
