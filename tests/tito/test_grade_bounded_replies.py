@@ -171,9 +171,10 @@ def test_crafted_replies_cost_only_their_own_submission(klass: Path, crafted_rep
     assert set(outcomes) == {*HONEST, *(f"m-{kind}" for kind in CRAFTED)}
     for student in HONEST:
         assert scores.total(student) == scores.max_total == 6, outcomes[student]
-    for kind in CRAFTED:
-        outcome = outcomes[f"m-{kind}"]
-        assert scores.total(f"m-{kind}") == 0, outcome
+    for kind in CRAFTED:  # the crafted reply comes from the first solution cell's runs: that
+        outcome = outcomes[f"m-{kind}"]  # cell's check is lost; the others are measured with the
+        row = scores.entries[f"m-{kind}"].cells  # reference's cell in its place, and hold
+        assert row["test-arithmetic"] == 0 and scores.total(f"m-{kind}") == 4, outcome
         assert "unreadable numbers" in outcome.message, outcome
 
 

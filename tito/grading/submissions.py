@@ -25,6 +25,7 @@ from tito.sandbox.limits import (  # the bounds of a submission, in the one tabl
     NOTEBOOK_CELLS,
     NOTEBOOK_OUTPUTS,
 )
+from tito.sandbox.npzwire import json_depth
 
 CELL_TYPES = ("code", "markdown", "raw")
 OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
@@ -96,20 +97,6 @@ def read_bytes(path: Path) -> bytes:
     if len(data) > NOTEBOOK_BYTES:
         raise TitoError(f"{path.name} is larger than {NOTEBOOK_BYTES // 2**20} MiB")
     return data
-
-
-def _depth(value, limit: int) -> int:
-    """How deep `value` (parsed JSON) nests, counted up to limit + 1 and no further."""
-    deepest, todo = 0, [(value, 1)]
-    while todo:
-        item, depth = todo.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, depth)
-            if deepest > limit:
-                return deepest
-            children = item.values() if isinstance(item, dict) else item
-            todo.extend((child, depth + 1) for child in children)
-    return deepest
 
 
 def _is_int(value) -> bool:
@@ -196,7 +183,7 @@ def parse_notebook(data: bytes, name: str) -> nbformat.NotebookNode:
         raise TitoError(f"{name} nests deeper than {JSON_DEPTH} levels") from None
     except ValueError as err:
         raise TitoError(f"{name} is not a valid notebook (not JSON: {err})") from None
-    depth = _depth(raw, JSON_DEPTH)
+    depth = json_depth(raw, JSON_DEPTH)
     if depth > JSON_DEPTH:
         raise TitoError(f"{name} nests deeper than {JSON_DEPTH} levels")
     if not isinstance(raw, dict):

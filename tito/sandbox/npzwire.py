@@ -77,7 +77,7 @@ def _read_member(stream, size: int, name: str, max_ndim: int) -> np.ndarray:
     return array.reshape(shape, order="F" if fortran else "C")
 
 
-def _depth(value, limit: int) -> int:
+def json_depth(value, limit: int) -> int:
     """How deep `value` (parsed JSON) nests, counted up to limit + 1 and no further."""
     deepest, todo = 0, [(value, 1)]
     while todo:
@@ -127,7 +127,7 @@ def _unpack(data: bytes, max_bytes: int, max_arrays: int, max_depth: int,
         raise WireError("the record is not JSON") from None
     if not isinstance(record, dict):
         raise WireError("the record is not a JSON object")
-    if _depth(record, max_depth) > max_depth:
+    if json_depth(record, max_depth) > max_depth:
         raise WireError(f"the record nests deeper than {max_depth} levels")
     return arrays, record
 

@@ -16,25 +16,18 @@ JSON record: per check, the events in the order they happened: each forward of a
 Cells are compiled with the file name "<cell LABEL>", so a frame tells which cell it is in.
 """
 
-import importlib.util
 import json
 import os
+import runpy
 import sys
 import traceback
+import types
 from pathlib import Path
 
-
-def _load_cells():
-    """tito/sandbox/cells.py, from the copy next to this file (the runner never imports tito)."""
-
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cells.py")
-    spec = importlib.util.spec_from_file_location("_cells", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CELLS = _load_cells()
+# tito/sandbox/cells.py, from the copy next to this file (the runner never imports tito)
+CELLS = types.SimpleNamespace(
+    **runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cells.py"))
+)
 
 np = None  # numpy, imported once the job has said where it is (the sandbox runs python -S)
 
