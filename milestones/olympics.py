@@ -224,11 +224,9 @@ def weight_bytes(model) -> int:
 
 
 def heldout_bits(run: Run, model, text: str) -> float:
-    """Bits per character of `text` by `model`: module 04's cross-entropy (nats per token) over
-    non-overlapping windows of the run's context length, times tokens over characters spelled."""
-    from tinytorch.core.autograd import no_grad
-    from tinytorch.core.losses import cross_entropy
-    from tinytorch.core.tensor import Tensor
+    """Bits per character of `text` by `model`: module 20's `heldout_bits_per_char` (module 04's
+    cross-entropy over non-overlapping windows of the run's context length), on the run's tokens."""
+    from tinytorch.olympics.rules import heldout_bits_per_char
 
     if run.vocab.kind == "char":  # a character vocabulary knows only its corpus's characters
         known = set(run.vocab.tokenizer.vocab)
@@ -241,12 +239,8 @@ def heldout_bits(run: Run, model, text: str) -> float:
             f"the held-out text is {len(ids)} tokens, too short for one window of {window} + 1",
             hint="score on a longer text",
         )
-    rows = ids[: count * window + 1]
-    inputs, targets = rows[:-1].reshape(count, window), rows[1:].reshape(count, window)
-    chars = len(run.vocab.decode(rows[1:]))
-    with no_grad():
-        nats = cross_entropy(model(Tensor(inputs)), targets).item() * targets.size
-    return nats / math.log(2) / chars
+    chars = len(run.vocab.decode(ids[1 : count * window + 1]))
+    return heldout_bits_per_char(model, ids, chars, window)
 
 
 def new_tokens(run: Run) -> int:

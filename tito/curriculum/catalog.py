@@ -119,7 +119,7 @@ MODULES: tuple[CourseModule, ...] = (
     CourseModule(
         19, "benchmarking", "Benchmarking", ("bench.harness",), (), "tests/19_benchmarking"
     ),
-    CourseModule(20, "capstone", "Capstone", ("olympics.rules",), (1, 5), "tests/20_capstone"),
+    CourseModule(20, "capstone", "Capstone", ("olympics.rules",), (1, 4, 5), "tests/20_capstone"),
     CourseModule(
         21,
         "llama",
