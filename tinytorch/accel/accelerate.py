@@ -25,7 +25,7 @@ from tinytorch.accel.kernels import (
     SortedEmbeddingLookup,
 )
 from tinytorch.accel.optim import FusedAdam
-from tinytorch.accel.parallel import DataParallel
+from tinytorch.accel.parallel import DataParallel, default_workers, split_batch, unsplit
 from tinytorch.core.activations import GELU, Activation
 from tinytorch.core.attention import MultiHeadAttention
 from tinytorch.core.layers import Module
@@ -190,13 +190,18 @@ def _check_parts(parts) -> tuple:
     return parts
 
 
-def accelerate(obj, parts=None, *, recompute: bool = False):
+def accelerate(obj, parts=None, *, recompute: bool = False, workers: int | None = None):
     """Give a model (or an Adam/AdamW optimizer) the fast paths of `parts` (default: all).
 
     Returns the same object. `recompute=True`: attention and GELU recompute their largest array
-    in the backward instead of keeping it (less memory, a little more time).
+    in the backward instead of keeping it (less memory, a little more time). A GPT's training
+    forward also splits its batch over `workers` threads (default: one per core, at most 4;
+    `workers=1`: never), so a loop of `model(x)`, `loss.backward()` uses every core.
     """
     parts = _check_parts(parts)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):  # fmt: skip
+        raise ValueError(f"accelerate: workers must be an integer >= 1, got {workers!r}")
     if isinstance(obj, Optimizer):
         if "adamw" in parts and isinstance(obj, Adam):
             _swap(obj, FastAdamW if isinstance(obj, AdamW) else FastAdamL2)
@@ -218,12 +223,16 @@ def accelerate(obj, parts=None, *, recompute: bool = False):
             continue
         if hasattr(type(layer), "recompute"):
             layer.recompute = bool(recompute)
+    if isinstance(obj, GPT):  # its class stays GPT: the split is one attribute of this object
+        split_batch(obj, default_workers() if workers is None else workers)
     return obj
 
 
 def plain(obj):
     """Undo `accelerate`: every layer (or the optimizer) back to its own class; returns obj."""
     found = [obj] if isinstance(obj, Optimizer) else list(_layers(obj))
+    if isinstance(obj, Module):
+        unsplit(obj)
     for layer in found:
         if hasattr(type(layer), "lesson_class"):
             layer.__class__ = type(layer).lesson_class
