@@ -209,8 +209,9 @@ class SplitBatch(Function):
     `SplitBatch.apply(x, *model.parameters(), model=model, runner=DataParallel(model, n))`
     returns the whole batch's output. Each slice runs forward through a copy of the model that
     shares its weight arrays and records a graph of its own; the node's backward runs the
-    slices' backwards side by side, and returns, for each parameter, the sum of the copies'
-    gradients, so the caller's `loss.backward()` fills `.grad` as the unsplit forward would.
+    slices' backwards side by side and adds, for each parameter, the sum of the copies'
+    gradients to its `.grad` (as the engine adds a leaf's gradient, without the engine's copy),
+    so the caller's `loss.backward()` fills `.grad` as the unsplit forward would.
     This is what `accelerate(model)` gives a GPT whose batch has rows to spare: the user's own
     loop (`loss = cross_entropy(model(x), y); loss.backward()`) uses both cores for everything,
     not only for the matrix products.
@@ -231,18 +232,20 @@ class SplitBatch(Function):
         jobs = [(out, grad[a:b]) for out, (a, b) in zip(self.outs, self.bounds)]
         self.runner._each(_backward_slice, jobs)
         self.outs = None
-        grads = []
-        for i, needed in enumerate(self.needs_grad[1:]):
+        params = self.parents[1:]
+        for i, (p, needed) in enumerate(zip(params, self.needs_grad[1:])):
             found = [cloned[i].grad for _, cloned in self.copies if cloned[i].grad is not None]
             if not needed or not found:
-                grads.append(None)
                 continue
-            total = found[0]
+            total = found[0]  # the first copy's own array: nobody else holds it
             for g in found[1:]:
                 total += g
-            grads.append(total)
+            if p.grad is None:  # into `.grad` directly, sparing the engine's copy of each
+                p.grad = total
+            else:
+                p.grad += total
         self.copies = None
-        return (None, *grads)
+        return (None,) * (1 + len(params))
 
 
 def _forward_slice(model, x) -> Tensor:
