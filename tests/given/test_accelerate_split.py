@@ -1,6 +1,7 @@
 """`accelerate(gpt)` splits a training batch over threads: the user's own loop gets both cores,
 with the loss and gradients of the unsplit forward, and nothing else changes."""
 
+import importlib
 import threading
 
 import numpy as np
@@ -12,6 +13,7 @@ from tinytorch.accel.accelerate import accelerate, plain
 from tinytorch.accel.parallel import DataParallel, SplitBatch, default_workers
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
+from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
 from tinytorch.models.transformer import GPT
 
@@ -100,3 +102,30 @@ def test_the_split_leaves_numpys_blas_at_one_thread(rng):
         info = threadpoolctl.threadpool_info()
         blas = [i["num_threads"] for i in info if i["user_api"] == "blas"]
         assert blas and all(n == 1 for n in blas)
+
+
+def test_a_threaded_adamw_step_equals_the_one_thread_step(rng, monkeypatch):
+    module = importlib.import_module("tinytorch.accel.accelerate")  # not the function
+    monkeypatch.setattr(module.FastAdam, "THREADED_VALUES", 1)
+    threads = set()
+    update = module._update_group
+
+    def spy(optimizer, jobs):
+        threads.add(threading.get_ident())
+        return update(optimizer, jobs)
+
+    monkeypatch.setattr(module, "_update_group", spy)
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    params = []
+    for workers in (1, 2):
+        model = accelerate(gpt(), workers=1)
+        opt = accelerate(AdamW(model.parameters(), lr=1e-2, weight_decay=0.1), workers=workers)
+        for step in range(3):
+            opt.lr = 1e-2 / (step + 1)  # a schedule: every thread takes this step's rate
+            opt.zero_grad()
+            cross_entropy(model(Tensor(x)), y).backward()
+            opt.step()
+        params.append([p.data.copy() for p in model.parameters()])
+    assert len(threads) == 2
+    for a, b in zip(*params):
+        np.testing.assert_array_equal(a, b)

@@ -15,6 +15,7 @@ so when that array is large (`AUTO_VALUES`). A GPT also splits each training bat
 cores (`tinytorch.accel.parallel.split_batch`; `workers=1` keeps it whole).
 """
 
+import copy
 import time
 
 import numpy as np
@@ -27,7 +28,13 @@ from tinytorch.accel.kernels import (
     SortedEmbeddingLookup,
 )
 from tinytorch.accel.optim import FusedAdam
-from tinytorch.accel.parallel import DataParallel, default_workers, split_batch, unsplit
+from tinytorch.accel.parallel import (
+    DataParallel,
+    default_workers,
+    run_threads,
+    split_batch,
+    unsplit,
+)
 from tinytorch.core.activations import GELU, Activation
 from tinytorch.core.attention import MultiHeadAttention
 from tinytorch.core.layers import Module
@@ -146,21 +153,51 @@ class FastEmbedding:
 
 
 class FastAdam(FusedAdam):
-    """Module 06's Adam or AdamW stepping through module 18's `FusedAdam._fused_update`."""
+    """Module 06's Adam or AdamW stepping through module 18's `FusedAdam._fused_update`.
+
+    With `workers` > 1 (accelerate's default: one per core) and enough values to update, the
+    parameters are shared out over threads by size; each thread updates its own parameters with
+    a scratch buffer of its own (numpy lets go of the GIL inside every kernel).
+    """
 
     decoupled_decay = True
+    workers = 1
+    THREADED_VALUES = 1 << 18  # fewer values than this: one thread (the hand-over costs more)
 
     def step(self) -> None:
         """One update of every parameter that has a gradient (AdamW: decay first)."""
-        for p, state in zip(self.params, self.state):
-            if p.grad is None:
-                continue
+        jobs = [(p, state) for p, state in zip(self.params, self.state) if p.grad is not None]
+        if self.workers < 2 or sum(p.data.size for p, _ in jobs) < self.THREADED_VALUES:
+            self._update(jobs)
+            return
+        groups = [[] for _ in range(self.workers)]
+        sizes = [0] * self.workers
+        for job in sorted(jobs, key=lambda job: -job[0].data.size):  # largest first, to the
+            least = sizes.index(min(sizes))  # group with the fewest values so far
+            groups[least].append(job)
+            sizes[least] += job[0].data.size
+        buffers = vars(self).setdefault("_thread_buffers", {})
+        helpers = []
+        for i in range(1, self.workers):
+            helper = copy.copy(self)  # this step's lr and betas, a scratch buffer of its own
+            helper._fused_buffer = buffers.get(i)
+            helpers.append(helper)
+        run_threads(_update_group, [(self, groups[0])] + list(zip(helpers, groups[1:])))
+        for i, helper in enumerate(helpers, 1):
+            buffers[i] = helper._fused_buffer
+
+    def _update(self, jobs) -> None:
+        for p, state in jobs:
             g = p.grad
             if self.weight_decay and self.decoupled_decay:
                 p.data *= 1.0 - self.lr * self.weight_decay
             elif self.weight_decay:
                 g = g + self.weight_decay * p.data  # Adam's L2 form: into the gradient
             self._fused_update(p, state, g)
+
+
+def _update_group(optimizer, jobs) -> None:
+    optimizer._update(jobs)
 
 
 class FastAdamW(FastAdam):
@@ -218,6 +255,7 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
     if isinstance(obj, Optimizer):
         if "adamw" in parts and isinstance(obj, Adam):
             _swap(obj, FastAdamW if isinstance(obj, AdamW) else FastAdamL2)
+            obj.workers = default_workers() if workers is None else workers
         return obj
     if not isinstance(obj, Module):
         raise TypeError(f"accelerate needs a Module or an optimizer, got {type(obj).__name__}")
@@ -249,7 +287,8 @@ def plain(obj):
     for layer in found:
         if hasattr(type(layer), "lesson_class"):
             layer.__class__ = type(layer).lesson_class
-            vars(layer).pop("recompute", None)
+            for name in ("recompute", "workers", "_thread_buffers", "_fused_buffer"):
+                vars(layer).pop(name, None)
     return obj
 
 

@@ -45,6 +45,27 @@ def _blas_controller():
     return _BLAS[0]
 
 
+def run_threads(fn, jobs: list) -> list:
+    """`fn(*job)` for every job, the first in this thread and the rest on a shared pool's
+    threads, each with one BLAS thread; waits for all, re-raises the first error.
+
+    numpy's BLAS stays at one thread afterwards: given its threads back, OpenBLAS would
+    wake them, and they spin waiting for work for a while after every call, which on a busy
+    machine costs more CPU than the step itself.
+    """
+    _blas_controller().limit(limits=1, user_api="blas")
+    pool = _shared_pool(len(jobs) - 1) if len(jobs) > 1 else None
+    futures = [pool.submit(fn, *job) for job in jobs[1:]]
+    try:
+        first = fn(*jobs[0])
+    finally:
+        errors = [f.exception() for f in futures]  # wait for every worker, even on error
+    for err in errors:
+        if err is not None:
+            raise err
+    return [first, *(f.result() for f in futures)]
+
+
 def splitting() -> bool:
     """Whether this thread already runs one slice of a batch split over threads."""
     return getattr(_INSIDE, "active", False)
@@ -135,23 +156,7 @@ class DataParallel:
         return _blas_controller().limit(limits=1, user_api="blas")
 
     def _each(self, fn, jobs: list) -> list:
-        """`fn(*job)` for every job, the first in this thread and the rest on the pool's threads,
-        each with one BLAS thread; waits for all, re-raises the first error.
-
-        numpy's BLAS stays at one thread afterwards: given its threads back, OpenBLAS would
-        wake them, and they spin waiting for work for a while after every call, which on a busy
-        machine costs more CPU than the step itself.
-        """
-        _blas_controller().limit(limits=1, user_api="blas")
-        futures = [self._pool.submit(fn, *job) for job in jobs[1:]]
-        try:
-            first = fn(*jobs[0])
-        finally:
-            errors = [f.exception() for f in futures]  # wait for every worker, even on error
-        for err in errors:
-            if err is not None:
-                raise err
-        return [first, *(f.result() for f in futures)]
+        return run_threads(fn, jobs)
 
     @staticmethod
     def _slice(model, loss_fn, x, y, weight: float) -> float:
@@ -313,5 +318,5 @@ def split_forward(model: Module, runner: "DataParallel", x):
     return SplitBatch.apply(rows, *params, model=model, runner=runner)
 
 
-__all__ = ["DataParallel", "SplitBatch", "default_workers", "split_batch", "unsplit",
+__all__ = ["DataParallel", "SplitBatch", "default_workers", "run_threads", "split_batch", "unsplit",
     "split_forward", "splitting"]  # fmt: skip
