@@ -56,6 +56,7 @@ class Row:
     conv: tuple[int, ...] = ()
     libraries: tuple[str, ...] = LIBRARIES  # who is measured in this row
     cache: bool = True  # generation through module 17's KV cache
+    settings: tuple[str, ...] = ()  # only these thread settings (default: the plan's)
 
 
 def config(row: Row):
