@@ -37,11 +37,12 @@ from tinytorch.accel.parallel import (
 )
 from tinytorch.core.activations import GELU, Activation
 from tinytorch.core.attention import MultiHeadAttention
-from tinytorch.core.layers import Module
+from tinytorch.core.layers import LinearFunction, Module
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import Adam, AdamW, Optimizer
-from tinytorch.core.tensor import Tensor, is_grad_enabled
+from tinytorch.core.tensor import Function, Tensor, is_grad_enabled
 from tinytorch.models.transformer import GPT, GPTConfig
+from tinytorch.nn.feedforward import MLP
 from tinytorch.nn.normalization import LayerNorm
 from tinytorch.text.embeddings import Embedding, token_ids_array
 
@@ -142,6 +143,56 @@ class FastGELU:
         if recompute is None:  # AUTO: recompute tanh when it is large
             recompute = x.size >= AUTO_VALUES
         return FusedGELU.apply(x, recompute=recompute)
+
+
+class RecomputedMLP(Function):
+    """Module 13's MLP, linear2(gelu(linear1(x))), as one node that keeps linear1's output only.
+
+    The lesson's three nodes keep linear1's output (GELU's input) and GELU's output (linear2's
+    input), each (B, T, 4C); this keeps the first and recomputes the second in the backward
+    with module 18's FusedGELU. The products are the lesson's own `LinearFunction`s.
+    """
+
+    def forward(self, x, w1, b1, w2, b2):
+        first, second = LinearFunction(), LinearFunction()
+        first.needs_grad = self.needs_grad[:3]
+        second.needs_grad = (True, *self.needs_grad[3:])
+        hidden = first.forward(x, w1, b1)  # (B, T, 4C), kept
+        out = second.forward(FusedGELU().forward(hidden, recompute=True), w2, b2)
+        second.rows = None  # GELU's output: recomputed in the backward
+        self.first, self.second, self.hidden = first, second, hidden
+        return out
+
+    def backward(self, grad):
+        gelu = FusedGELU()
+        gelu.needs_grad = (True,)
+        activated = gelu.forward(self.hidden, recompute=False)  # keeps tanh for its backward
+        self.second.rows = activated.reshape(-1, activated.shape[-1])
+        g_act, g_w2, g_b2 = self.second.backward(grad)
+        self.second = activated = None
+        g_x, g_w1, g_b1 = self.first.backward(gelu.backward(g_act)[0])
+        self.first = self.hidden = None
+        return g_x, g_w1, g_b1, g_w2, g_b2
+
+
+class FastMLP:
+    """Module 13's MLP through RecomputedMLP when its GELU takes the fast path, autograd
+    records and `recompute` says so (None: when the hidden array is large, `AUTO_VALUES`)."""
+
+    recompute = False
+
+    def forward(self, x):
+        x = _tensor(x)
+        first, second = self.linear1, self.linear2
+        fits = isinstance(self.gelu, FastGELU) and first.bias is not None
+        fits = fits and second.bias is not None and x.ndim >= 1
+        fits = fits and x.shape[-1] == first.weight.shape[0] and is_grad_enabled()
+        recompute = self.recompute
+        if fits and recompute is None:
+            recompute = x.size // max(x.shape[-1], 1) * first.weight.shape[1] >= AUTO_VALUES
+        if not (fits and recompute):
+            return super().forward(x)
+        return RecomputedMLP.apply(x, first.weight, first.bias, second.weight, second.bias)
 
 
 class FastEmbedding:
@@ -266,6 +317,8 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
             _swap(layer, FastLayerNorm)
         elif "gelu" in parts and isinstance(layer, GELU):
             _swap(layer, FastGELU)
+        elif "gelu" in parts and getattr(type(layer), "lesson_class", type(layer)) is MLP:
+            _swap(layer, FastMLP)  # GELU's output recomputed when large (see recompute)
         elif (
             "embedding" in parts and getattr(type(layer), "lesson_class", type(layer)) is Embedding
         ):
@@ -295,7 +348,8 @@ def plain(obj):
 def accelerated(obj) -> set[str]:
     """The parts of `obj` that take a fast path now."""
     fast = {FastAttention: "attention", FastLayerNorm: "layernorm", FastGELU: "gelu",
-            FastEmbedding: "embedding", FastAdamW: "adamw", FastAdamL2: "adamw"}  # fmt: skip
+            FastMLP: "gelu", FastEmbedding: "embedding", FastAdamW: "adamw",
+            FastAdamL2: "adamw"}  # fmt: skip
     found = [obj] if isinstance(obj, Optimizer) else list(_layers(obj))
     return {fast[type(x).accelerated_by] for x in found if hasattr(type(x), "accelerated_by")}
 
@@ -332,6 +386,6 @@ def step_ms(parts, workers: int = 1, recompute: bool = False, config=None, batch
     return 1000 * min(times[1:])
 
 
-__all__ = ["LESSONS", "PARTS", "THIS_MODULE", "AUTO_VALUES", "FastAttention", "FastLayerNorm",
+__all__ = ["LESSONS", "PARTS", "THIS_MODULE", "AUTO_VALUES", "FastAttention", "FastMLP", "RecomputedMLP", "FastLayerNorm",
     "FastGELU", "FastEmbedding", "FastAdam", "FastAdamW", "FastAdamL2", "accelerate", "plain",
     "accelerated", "parts_for", "step_ms"]  # fmt: skip
