@@ -6,6 +6,7 @@ import importlib
 
 import numpy as np
 import pytest
+from fdcheck import check_function
 
 from tinytorch.accel.kernels import FusedGELU
 from tinytorch.core.losses import cross_entropy
@@ -56,3 +57,25 @@ def test_auto_gives_the_gradients_of_keeping(rng, monkeypatch):
         grads.append([p.grad for p in model.parameters()])
     for a, b in zip(*grads):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_the_recomputed_mlp_backward_matches_finite_differences(rng):
+    x = rng.standard_normal((2, 3, 4))
+    w1, b1 = rng.standard_normal((4, 8)) * 0.5, rng.standard_normal(8) * 0.1
+    w2, b2 = rng.standard_normal((8, 4)) * 0.5, rng.standard_normal(4) * 0.1
+    check_function(acc.RecomputedMLP, x, w1, b1, w2, b2, rtol=1e-5, atol=1e-7)
+
+
+def test_the_recomputed_mlp_keeps_no_gelu_output(rng, monkeypatch):
+    monkeypatch.setattr(acc, "AUTO_VALUES", 1)
+    model = acc.accelerate(gpt(), workers=1)
+    mlp = model.blocks[0].mlp
+    assert "gelu" in acc.accelerated(model) and mlp.recompute is None
+    out = mlp(Tensor(rng.standard_normal((2, 3, 16)).astype(np.float32), requires_grad=True))
+    node = out._ctx
+    assert isinstance(node, acc.RecomputedMLP)
+    assert node.second.rows is None and node.hidden.shape == (2, 3, 64)
+    monkeypatch.setattr(acc, "AUTO_VALUES", 1 << 30)  # small: the lesson's three nodes
+    assert not isinstance(
+        mlp(Tensor(np.ones((2, 3, 16)), requires_grad=True))._ctx, acc.RecomputedMLP
+    )
