@@ -11,6 +11,10 @@ gradients at the end. numpy lets go of the GIL inside its kernels, so the slices
 The sum equals the whole batch's gradient because the loss is a mean: slice `i` of `n_i` rows
 starts its backward from `n_i / N`. Dropout draws from numpy's global generator in an order
 threads would change, so a model with active dropout is refused.
+
+`SplitBatch` does the same inside a user's own loop: `accelerate(gpt)` gives the model a forward
+(`split_batch`) that, while autograd records, runs the batch's slices on threads and returns
+their output as one node of the caller's graph, so `loss.backward()` needs nothing else.
 """
 
 import os
