@@ -156,7 +156,8 @@ def child(who: str, folder: Path, vocab_size: int, iters: int) -> dict:
     if threads is None:
         found = threadpoolctl.threadpool_info()
         threads = ", ".join(f"{i['internal_api']} {i['num_threads']} threads" for i in found)
-        threads += f"; batch split over {getattr(model, 'split_workers', 1)} threads"
+        if who == "tinytorch":
+            threads += f"; batch split over {getattr(model, 'split_workers', 1)} threads"
     total = 0.0
     for i in range(0, VAL_WINDOWS, SHAPE["batch"]):
         total += val_loss(*windows(val, val_starts[i : i + SHAPE["batch"]]))
