@@ -27,6 +27,10 @@ WITH_PLAIN = ("tinytorch", PLAIN, "torch")
 # the same scheme in TorchTrainer. Each library is reported at its fastest setting.
 THREAD_CHOICES = ("1t", "2t")
 DATA_PARALLEL = "2w"
+# "own": a user's own loop as the README writes it, at the libraries' default threads (no thread
+# setting, no DataParallel): `loss = cross_entropy(model(x), y); loss.backward(); opt.step()`;
+# tinytorch's accelerated GPT then splits its batch over the cores itself (`accelerate`)
+OWN_LOOP = "own"
 LR, WEIGHT_DECAY = 1e-3, 0.01
 PROMPT_LEN = 16
 GEN_CONTEXT = 256  # generation models hold prompt + 200 new tokens: the window never slides
@@ -53,6 +57,7 @@ class Row:
     libraries: tuple[str, ...] = LIBRARIES  # who is measured in this row
     cache: bool = True  # generation through module 17's KV cache
     arch: str = "gpt"  # or "llama": module 21's Llama of the preset's sizes, half the kv heads
+    settings: tuple[str, ...] = ()  # only these thread settings (default: the plan's)
 
 
 def config(row: Row):
@@ -75,7 +80,10 @@ def config(row: Row):
 
 
 def parse_setting(setting: str) -> tuple[int, int]:
-    """("1t" | "2t" | "2w") -> (BLAS or torch threads, data-parallel workers)."""
+    """("1t" | "2t" | "2w" | "own") -> (BLAS or torch threads, data-parallel workers); "own" is
+    (0, 0): the default threads and the user's own loop."""
+    if setting == OWN_LOOP:
+        return 0, 0
     count, kind = int(setting[:-1]), setting[-1]
     if kind not in "tw" or count < 1:
         raise ValueError(f"thread setting must look like 1t, 2t or 2w, got {setting!r}")
@@ -88,6 +96,8 @@ def limit_threads(threads: int) -> None:
 
     import threadpoolctl
 
+    if threads == 0:  # the defaults, untouched
+        return
     limit_threads.keep = threadpoolctl.threadpool_limits(threads)  # alive for the process
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
@@ -133,12 +143,16 @@ class TinyTrainer:
 
         opt = AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
         self.model, self.opt = model, accelerate(opt) if accelerated else opt
-        self.parallel = DataParallel(model, workers)
-        # module 07's step, with the forward and backward split over the workers
-        self.trainer = Trainer(model, cross_entropy, self.opt, backward=self.parallel.backward)
+        self.parallel = DataParallel(model, workers) if workers else None
+        backward = self.parallel.backward if self.parallel is not None else None
+        # module 07's step: the forward and backward split over the workers, or, with no workers,
+        # the user's own loop (OWN_LOOP), where `accelerate` splits the batch itself
+        self.trainer = Trainer(model, cross_entropy, self.opt, backward=backward)
 
     def step(self, x: np.ndarray, y: np.ndarray) -> float:
-        return self.trainer.step(x, y)
+        from tinytorch.core.tensor import Tensor
+
+        return self.trainer.step(Tensor(x) if self.parallel is None else x, y)
 
 
 class TorchTrainer:
@@ -157,6 +171,7 @@ class TorchTrainer:
 
         self.torch, self.model = torch, model
         self.opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
+        workers = max(workers, 1)  # OWN_LOOP: the plain loop at torch's default threads
         self.copies = [copy.deepcopy(model) for _ in range(workers - 1)]
         for clone in self.copies:
             for p, q in zip(model.parameters(), clone.parameters()):

@@ -27,6 +27,7 @@ from pathlib import Path
 from benchmarks.common import (
     CONV,
     DATA_PARALLEL,
+    OWN_LOOP,
     PLAIN,
     ROOT,
     THREAD_CHOICES,
@@ -37,9 +38,18 @@ from benchmarks.common import (
 from tinytorch.bench.harness import schedule
 
 _PLAIN = {"libraries": WITH_PLAIN}  # the row also measures the plain lesson code
+_OWN = {**_PLAIN, "settings": (OWN_LOOP,)}
 FULL = [
     (Row("train_small", "train", "small", batch=16, seq_len=64, steps=5, warmup=2, **_PLAIN), 5),
     (Row("train_medium", "train", "medium", batch=16, seq_len=128, steps=3, warmup=1, **_PLAIN), 5),
+    # a user's own loop at default threads (model(x), loss.backward(), opt.step(); no settings)
+    (Row("train_small_own", "train", "small", batch=16, seq_len=64, steps=5, warmup=2, **_OWN), 5),
+    (
+        Row(
+            "train_medium_own", "train", "medium", batch=16, seq_len=128, steps=3, warmup=1, **_OWN
+        ),
+        5,
+    ),  # fmt: skip
     (Row("gen_small", "generate", "small", new_tokens=200, steps=3, warmup=1, **_PLAIN), 5),
     (Row("gen_medium", "generate", "medium", new_tokens=200, steps=2, warmup=1, **_PLAIN), 5),
     # the plain lesson code without module 17's cache: every token recomputes the whole prefix
@@ -79,6 +89,19 @@ FULL = [
 ]
 QUICK = [
     (Row("train_small", "train", "small", batch=16, seq_len=64, steps=3, warmup=1), 1),
+    (
+        Row(
+            "train_small_own",
+            "train",
+            "small",
+            batch=16,
+            seq_len=64,
+            steps=3,
+            warmup=1,
+            settings=(OWN_LOOP,),
+        ),
+        1,
+    ),  # fmt: skip
     (Row("gen_small", "generate", "small", new_tokens=50, steps=2, warmup=1), 1),
 ]
 QUICK_THREADS = ("1t",)  # --quick: one thread only, four processes in all
@@ -98,7 +121,10 @@ def child(library: str, setting: str, row: Row) -> dict:
 
 
 def settings(row: Row, threads: tuple) -> tuple:
-    """The plan's thread settings, plus data-parallel training (both libraries) with 2 threads."""
+    """The plan's thread settings, plus data-parallel training (both libraries) with 2 threads;
+    a row that names its own settings (the user's loop, OWN_LOOP) gets those."""
+    if row.settings:
+        return tuple(row.settings)
     extra = row.kind == "train" and "2t" in threads
     return (*threads, DATA_PARALLEL) if extra else tuple(threads)
 

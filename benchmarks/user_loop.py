@@ -142,13 +142,17 @@ def child(who: str, folder: Path, vocab_size: int, iters: int) -> dict:
             with no_grad():
                 return float(cross_entropy(model(x), y).data)
 
-        blas = threadpoolctl.threadpool_info()
-        threads = ", ".join(f"{i['internal_api']} {i['num_threads']} threads" for i in blas)
+        threads = None  # read after the loop: an accelerated GPT holds BLAS at one thread
     begin = time.perf_counter()
     cpu = time.process_time()
     for i in range(iters):
         step(*windows(train, starts[i]), lr_at(i, iters))
     seconds, cpu_seconds = time.perf_counter() - begin, time.process_time() - cpu
+    if threads is None:
+        found = threadpoolctl.threadpool_info()
+        threads = ", ".join(f"{i['internal_api']} {i['num_threads']} threads" for i in found)
+        if who == "tinytorch":
+            threads += f"; batch split over {getattr(model, 'split_workers', 1)} threads"
     total = 0.0
     for i in range(0, VAL_WINDOWS, SHAPE["batch"]):
         total += val_loss(*windows(val, val_starts[i : i + SHAPE["batch"]]))

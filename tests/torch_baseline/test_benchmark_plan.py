@@ -20,6 +20,23 @@ def test_training_rows_get_the_data_parallel_setting_for_both_libraries():
     assert settings(TRAIN, full) == ("1t", "2t", "2w")  # measured for each library
     assert settings(GEN, full) == full
     assert settings(TRAIN, ("1t",)) == ("1t",)  # --quick: one thread only
+    own = Row("train_small_own", "train", "small", settings=("own",))
+    assert settings(own, full) == ("own",)  # the user's loop: default threads only
+
+
+def test_the_own_loop_setting_runs_the_accelerated_gpt_split_over_the_cores():
+    from benchmarks.common import TinyTrainer, batches, tiny_model
+    from tinytorch.accel.parallel import SplitBatch
+    from tinytorch.core.tensor import Tensor
+    from tinytorch.models.transformer import PRESETS
+
+    assert parse_setting("own") == (0, 0)  # no thread setting, no DataParallel
+    model = tiny_model(PRESETS["small"])
+    trainer = TinyTrainer(model, workers=0)
+    assert trainer.parallel is None
+    x, y = batches(PRESETS["small"].vocab_size, 4, 8, 1)[0]
+    assert isinstance(model(Tensor(x))._ctx, SplitBatch)  # what the trainer's step runs
+    assert trainer.step(x, y) > 0
 
 
 def test_settings_parse_and_refuse():

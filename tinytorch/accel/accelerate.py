@@ -10,9 +10,12 @@ the lesson's own `forward`. `parts` chooses what to swap (`PARTS`); `LESSONS` na
 each part replaces, and `parts_for` keeps a student's completed lessons on their own code unless
 they completed module 18 too. `recompute=True`: attention and GELU recompute their largest array
 in the backward instead of keeping it; an attention layer then keeps no `last_attention` while
-autograd records (under `no_grad`, for plots, it still does).
+autograd records (under `no_grad`, for plots, it still does). The default, `recompute=None`, does
+so when that array is large (`AUTO_VALUES`). A GPT also splits each training batch over the
+cores (`tinytorch.accel.parallel.split_batch`; `workers=1` keeps it whole).
 """
 
+import copy
 import time
 
 import numpy as np
@@ -25,14 +28,21 @@ from tinytorch.accel.kernels import (
     SortedEmbeddingLookup,
 )
 from tinytorch.accel.optim import FusedAdam
-from tinytorch.accel.parallel import DataParallel
+from tinytorch.accel.parallel import (
+    DataParallel,
+    default_workers,
+    run_threads,
+    split_batch,
+    unsplit,
+)
 from tinytorch.core.activations import GELU, Activation
 from tinytorch.core.attention import MultiHeadAttention
-from tinytorch.core.layers import Module
+from tinytorch.core.layers import LinearFunction, Module
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import Adam, AdamW, Optimizer
-from tinytorch.core.tensor import Tensor, is_grad_enabled
+from tinytorch.core.tensor import Function, Tensor, is_grad_enabled
 from tinytorch.models.transformer import GPT, GPTConfig
+from tinytorch.nn.feedforward import MLP
 from tinytorch.nn.normalization import LayerNorm
 from tinytorch.text.embeddings import Embedding, token_ids_array
 
@@ -40,6 +50,11 @@ from tinytorch.text.embeddings import Embedding, token_ids_array
 LESSONS = {"gelu": 2, "adamw": 6, "embedding": 11, "attention": 12, "layernorm": 13}
 PARTS = tuple(LESSONS)
 THIS_MODULE = 18
+# recompute=None ("auto", the default): an attention layer recomputes its (B, H, T, T) weights,
+# and GELU its tanh, in the backward when the array has at least this many values (1M, 4 MiB in
+# float32): the medium preset's 8 MiB per layer goes, the small preset's 1-2 MiB stay kept.
+# Measured (issue 39): medium's training peak 474 -> 389 MiB for about 5% more CPU a step.
+AUTO_VALUES = 1 << 20
 
 
 def _tensor(x) -> Tensor:
@@ -77,19 +92,20 @@ class FastAttention:
         if not fits or (key is None and value is not None):
             return super().forward(query, mask, key=key, value=value)
         keep = self._keep_weights if getattr(self, "keep_attention", False) else None
-        if self.recompute and is_grad_enabled():
+        recompute = self.recompute
+        if recompute is None:  # AUTO: recompute the weights when they are large
+            recompute = x.shape[0] * self.num_heads * x.shape[1] * k_in.shape[1] >= AUTO_VALUES
+        if recompute and is_grad_enabled():
             keep = None  # `last_attention` would hold the (B, H, T, T) weights recompute frees
         self.last_attention = None
         if key is None:
             qkv = self._heads(x, self.q_proj, self.k_proj, self.v_proj)  # (3, B, H, T, D)
-            out = FusedAttention.apply(
-                qkv, mask=mask_values, on_weights=keep, recompute=self.recompute
-            )
+            out = FusedAttention.apply(qkv, mask=mask_values, on_weights=keep, recompute=recompute)
         else:
             q = self._heads(x, self.q_proj)
             k, v = self._heads(k_in, self.k_proj), self._heads(v_in, self.v_proj)
             out = FusedAttention.apply(
-                q, k, v, mask=mask_values, on_weights=keep, recompute=self.recompute
+                q, k, v, mask=mask_values, on_weights=keep, recompute=recompute
             )
         batch, _, steps, _ = out.shape
         merged = out.permute(0, 2, 1, 3).reshape(batch, steps, embed)  # (B, T, E)
@@ -122,7 +138,61 @@ class FastGELU:
     recompute = False
 
     def forward(self, x):
-        return FusedGELU.apply(_tensor(x), recompute=self.recompute)
+        x = _tensor(x)
+        recompute = self.recompute
+        if recompute is None:  # AUTO: recompute tanh when it is large
+            recompute = x.size >= AUTO_VALUES
+        return FusedGELU.apply(x, recompute=recompute)
+
+
+class RecomputedMLP(Function):
+    """Module 13's MLP, linear2(gelu(linear1(x))), as one node that keeps linear1's output only.
+
+    The lesson's three nodes keep linear1's output (GELU's input) and GELU's output (linear2's
+    input), each (B, T, 4C); this keeps the first and recomputes the second in the backward
+    with module 18's FusedGELU. The products are the lesson's own `LinearFunction`s.
+    """
+
+    def forward(self, x, w1, b1, w2, b2):
+        first, second = LinearFunction(), LinearFunction()
+        first.needs_grad = self.needs_grad[:3]
+        second.needs_grad = (True, *self.needs_grad[3:])
+        hidden = first.forward(x, w1, b1)  # (B, T, 4C), kept
+        out = second.forward(FusedGELU().forward(hidden, recompute=True), w2, b2)
+        second.rows = None  # GELU's output: recomputed in the backward
+        self.first, self.second, self.hidden = first, second, hidden
+        return out
+
+    def backward(self, grad):
+        gelu = FusedGELU()
+        gelu.needs_grad = (True,)
+        activated = gelu.forward(self.hidden, recompute=False)  # keeps tanh for its backward
+        self.second.rows = activated.reshape(-1, activated.shape[-1])
+        g_act, g_w2, g_b2 = self.second.backward(grad)
+        self.second = activated = None
+        g_x, g_w1, g_b1 = self.first.backward(gelu.backward(g_act)[0])
+        self.first = self.hidden = None
+        return g_x, g_w1, g_b1, g_w2, g_b2
+
+
+class FastMLP:
+    """Module 13's MLP through RecomputedMLP when its GELU takes the fast path, autograd
+    records and `recompute` says so (None: when the hidden array is large, `AUTO_VALUES`)."""
+
+    recompute = False
+
+    def forward(self, x):
+        x = _tensor(x)
+        first, second = self.linear1, self.linear2
+        fits = isinstance(self.gelu, FastGELU) and first.bias is not None
+        fits = fits and second.bias is not None and x.ndim >= 1
+        fits = fits and x.shape[-1] == first.weight.shape[0] and is_grad_enabled()
+        recompute = self.recompute
+        if fits and recompute is None:
+            recompute = x.size // max(x.shape[-1], 1) * first.weight.shape[1] >= AUTO_VALUES
+        if not (fits and recompute):
+            return super().forward(x)
+        return RecomputedMLP.apply(x, first.weight, first.bias, second.weight, second.bias)
 
 
 class FastEmbedding:
@@ -134,21 +204,51 @@ class FastEmbedding:
 
 
 class FastAdam(FusedAdam):
-    """Module 06's Adam or AdamW stepping through module 18's `FusedAdam._fused_update`."""
+    """Module 06's Adam or AdamW stepping through module 18's `FusedAdam._fused_update`.
+
+    With `workers` > 1 (accelerate's default: one per core) and enough values to update, the
+    parameters are shared out over threads by size; each thread updates its own parameters with
+    a scratch buffer of its own (numpy lets go of the GIL inside every kernel).
+    """
 
     decoupled_decay = True
+    workers = 1
+    THREADED_VALUES = 1 << 18  # fewer values than this: one thread (the hand-over costs more)
 
     def step(self) -> None:
         """One update of every parameter that has a gradient (AdamW: decay first)."""
-        for p, state in zip(self.params, self.state):
-            if p.grad is None:
-                continue
+        jobs = [(p, state) for p, state in zip(self.params, self.state) if p.grad is not None]
+        if self.workers < 2 or sum(p.data.size for p, _ in jobs) < self.THREADED_VALUES:
+            self._update(jobs)
+            return
+        groups = [[] for _ in range(self.workers)]
+        sizes = [0] * self.workers
+        for job in sorted(jobs, key=lambda job: -job[0].data.size):  # largest first, to the
+            least = sizes.index(min(sizes))  # group with the fewest values so far
+            groups[least].append(job)
+            sizes[least] += job[0].data.size
+        buffers = vars(self).setdefault("_thread_buffers", {})
+        helpers = []
+        for i in range(1, self.workers):
+            helper = copy.copy(self)  # this step's lr and betas, a scratch buffer of its own
+            helper._fused_buffer = buffers.get(i)
+            helpers.append(helper)
+        run_threads(_update_group, [(self, groups[0])] + list(zip(helpers, groups[1:])))
+        for i, helper in enumerate(helpers, 1):
+            buffers[i] = helper._fused_buffer
+
+    def _update(self, jobs) -> None:
+        for p, state in jobs:
             g = p.grad
             if self.weight_decay and self.decoupled_decay:
                 p.data *= 1.0 - self.lr * self.weight_decay
             elif self.weight_decay:
                 g = g + self.weight_decay * p.data  # Adam's L2 form: into the gradient
             self._fused_update(p, state, g)
+
+
+def _update_group(optimizer, jobs) -> None:
+    optimizer._update(jobs)
 
 
 class FastAdamW(FastAdam):
@@ -190,16 +290,23 @@ def _check_parts(parts) -> tuple:
     return parts
 
 
-def accelerate(obj, parts=None, *, recompute: bool = False):
+def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int | None = None):
     """Give a model (or an Adam/AdamW optimizer) the fast paths of `parts` (default: all).
 
     Returns the same object. `recompute=True`: attention and GELU recompute their largest array
-    in the backward instead of keeping it (less memory, a little more time).
+    in the backward instead of keeping it (less memory, a little more time); False: they keep
+    it; None (the default): they recompute it when it is large (`AUTO_VALUES`). A GPT's training
+    forward also splits its batch over `workers` threads (default: one per core, at most 4;
+    `workers=1`: never), so a loop of `model(x)`, `loss.backward()` uses every core.
     """
     parts = _check_parts(parts)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):  # fmt: skip
+        raise ValueError(f"accelerate: workers must be an integer >= 1, got {workers!r}")
     if isinstance(obj, Optimizer):
         if "adamw" in parts and isinstance(obj, Adam):
             _swap(obj, FastAdamW if isinstance(obj, AdamW) else FastAdamL2)
+            obj.workers = default_workers() if workers is None else workers
         return obj
     if not isinstance(obj, Module):
         raise TypeError(f"accelerate needs a Module or an optimizer, got {type(obj).__name__}")
@@ -210,6 +317,8 @@ def accelerate(obj, parts=None, *, recompute: bool = False):
             _swap(layer, FastLayerNorm)
         elif "gelu" in parts and isinstance(layer, GELU):
             _swap(layer, FastGELU)
+        elif "gelu" in parts and getattr(type(layer), "lesson_class", type(layer)) is MLP:
+            _swap(layer, FastMLP)  # GELU's output recomputed when large (see recompute)
         elif (
             "embedding" in parts and getattr(type(layer), "lesson_class", type(layer)) is Embedding
         ):
@@ -217,24 +326,30 @@ def accelerate(obj, parts=None, *, recompute: bool = False):
         else:
             continue
         if hasattr(type(layer), "recompute"):
-            layer.recompute = bool(recompute)
+            layer.recompute = None if recompute is None else bool(recompute)
+    if isinstance(obj, GPT):  # its class stays GPT: the split is one attribute of this object
+        split_batch(obj, default_workers() if workers is None else workers)
     return obj
 
 
 def plain(obj):
     """Undo `accelerate`: every layer (or the optimizer) back to its own class; returns obj."""
     found = [obj] if isinstance(obj, Optimizer) else list(_layers(obj))
+    if isinstance(obj, Module):
+        unsplit(obj)
     for layer in found:
         if hasattr(type(layer), "lesson_class"):
             layer.__class__ = type(layer).lesson_class
-            vars(layer).pop("recompute", None)
+            for name in ("recompute", "workers", "_thread_buffers", "_fused_buffer"):
+                vars(layer).pop(name, None)
     return obj
 
 
 def accelerated(obj) -> set[str]:
     """The parts of `obj` that take a fast path now."""
     fast = {FastAttention: "attention", FastLayerNorm: "layernorm", FastGELU: "gelu",
-            FastEmbedding: "embedding", FastAdamW: "adamw", FastAdamL2: "adamw"}  # fmt: skip
+            FastMLP: "gelu", FastEmbedding: "embedding", FastAdamW: "adamw",
+            FastAdamL2: "adamw"}  # fmt: skip
     found = [obj] if isinstance(obj, Optimizer) else list(_layers(obj))
     return {fast[type(x).accelerated_by] for x in found if hasattr(type(x), "accelerated_by")}
 
@@ -271,6 +386,6 @@ def step_ms(parts, workers: int = 1, recompute: bool = False, config=None, batch
     return 1000 * min(times[1:])
 
 
-__all__ = ["LESSONS", "PARTS", "THIS_MODULE", "FastAttention", "FastLayerNorm",
+__all__ = ["LESSONS", "PARTS", "THIS_MODULE", "AUTO_VALUES", "FastAttention", "FastMLP", "RecomputedMLP", "FastLayerNorm",
     "FastGELU", "FastEmbedding", "FastAdam", "FastAdamW", "FastAdamL2", "accelerate", "plain",
     "accelerated", "parts_for", "step_ms"]  # fmt: skip

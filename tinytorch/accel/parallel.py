@@ -11,14 +11,77 @@ gradients at the end. numpy lets go of the GIL inside its kernels, so the slices
 The sum equals the whole batch's gradient because the loss is a mean: slice `i` of `n_i` rows
 starts its backward from `n_i / N`. Dropout draws from numpy's global generator in an order
 threads would change, so a model with active dropout is refused.
+
+`SplitBatch` does the same inside a user's own loop: `accelerate(gpt)` gives the model a forward
+(`split_batch`) that, while autograd records, runs the batch's slices on threads and returns
+their output as one node of the caller's graph, so `loss.backward()` needs nothing else.
 """
 
+import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from types import MethodType
 
 import numpy as np
 
 from tinytorch.core.layers import Dropout, Module
-from tinytorch.core.tensor import ShapeError, Tensor
+from tinytorch.core.tensor import Function, ShapeError, Tensor
+
+_INSIDE = threading.local()  # .active: this thread runs one slice of a split batch
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}  # threads -> one pool every runner shares
+_BLAS: list = []  # threadpoolctl's controller, made once (finding the BLAS libraries is slow)
+
+
+def _shared_pool(threads: int) -> ThreadPoolExecutor:
+    pool = _POOLS.get(threads)
+    if pool is None:
+        pool = _POOLS[threads] = ThreadPoolExecutor(threads, "tinytorch-dp")
+    return pool
+
+
+def _blas_controller():
+    if not _BLAS:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS.append(ThreadpoolController())
+    return _BLAS[0]
+
+
+def run_threads(fn, jobs: list) -> list:
+    """`fn(*job)` for every job, the first in this thread and the rest on a shared pool's
+    threads, each with one BLAS thread; waits for all, re-raises the first error.
+
+    numpy's BLAS stays at one thread afterwards: given its threads back, OpenBLAS would
+    wake them, and they spin waiting for work for a while after every call, which on a busy
+    machine costs more CPU than the step itself.
+    """
+    _blas_controller().limit(limits=1, user_api="blas")
+    pool = _shared_pool(len(jobs) - 1) if len(jobs) > 1 else None
+    futures = [pool.submit(fn, *job) for job in jobs[1:]]
+    try:
+        first = fn(*jobs[0])
+    finally:
+        errors = [f.exception() for f in futures]  # wait for every worker, even on error
+    for err in errors:
+        if err is not None:
+            raise err
+    return [first, *(f.result() for f in futures)]
+
+
+def splitting() -> bool:
+    """Whether this thread already runs one slice of a batch split over threads."""
+    return getattr(_INSIDE, "active", False)
+
+
+def default_workers() -> int:
+    """Threads a batch is split over by default: the cores this process may use, at most 4."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 4))
 
 
 def _rows(a):
@@ -72,8 +135,7 @@ class DataParallel:
         if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
             raise ValueError(f"DataParallel: workers must be an integer >= 1, got {workers!r}")
         self.model, self.workers = model, int(workers)
-        self._pool = ThreadPoolExecutor(workers - 1, "tinytorch-dp") if workers > 1 else None
-        self._blas = None
+        self._pool = _shared_pool(workers - 1) if workers > 1 else None
 
     def _copies(self, params: list[Tensor], count: int) -> list[tuple]:
         """`count` copies of the model sharing its weight arrays: (copy, its `params`) pairs."""
@@ -88,20 +150,26 @@ class DataParallel:
                         "from numpy's global generator in an order threads would change; use "
                         "workers=1"
                     )
+            for m in memo.values():  # each copy runs whole: the split is the caller's
+                if isinstance(m, Module):
+                    unsplit(m)
             out.append((clone, [memo[id(p)] for p in params]))
         return out
 
     def _one_blas_thread(self):
-        if self._blas is None:
-            from threadpoolctl import ThreadpoolController
+        return _blas_controller().limit(limits=1, user_api="blas")
 
-            self._blas = ThreadpoolController()
-        return self._blas.limit(limits=1, user_api="blas")
+    def _each(self, fn, jobs: list) -> list:
+        return run_threads(fn, jobs)
 
     @staticmethod
     def _slice(model, loss_fn, x, y, weight: float) -> float:
-        loss = loss_fn(model(x), y)
-        loss.backward(np.full(loss.shape, weight, dtype=loss.dtype))
+        before, _INSIDE.active = splitting(), True  # an accelerated model splits no further
+        try:
+            loss = loss_fn(model(x), y)
+            loss.backward(np.full(loss.shape, weight, dtype=loss.dtype))
+        finally:
+            _INSIDE.active = before
         return loss.item() * weight
 
     def backward(self, loss_fn, x, y) -> float:
@@ -144,4 +212,115 @@ class DataParallel:
         return total
 
 
-__all__ = ["DataParallel"]  # fmt: skip
+class SplitBatch(Function):
+    """`model(x)` with the rows of `x` split over threads, as one node of the caller's graph.
+
+    `SplitBatch.apply(x, *model.parameters(), model=model, runner=DataParallel(model, n))`
+    returns the whole batch's output. Each slice runs forward through a copy of the model that
+    shares its weight arrays and records a graph of its own; the node's backward runs the
+    slices' backwards side by side and adds, for each parameter, the sum of the copies'
+    gradients to its `.grad` (as the engine adds a leaf's gradient, without the engine's copy),
+    so the caller's `loss.backward()` fills `.grad` as the unsplit forward would.
+    This is what `accelerate(model)` gives a GPT whose batch has rows to spare: the user's own
+    loop (`loss = cross_entropy(model(x), y); loss.backward()`) uses both cores for everything,
+    not only for the matrix products.
+    """
+
+    def forward(self, x, *weights, model, runner):
+        n = len(x)
+        params = model.parameters()
+        parts = min(runner.workers, n)
+        self.runner, self.copies = runner, runner._copies(params, parts)
+        bounds = [round(i * n / parts) for i in range(parts + 1)]
+        self.bounds = list(zip(bounds[:-1], bounds[1:]))
+        slices = [x[a:b] for a, b in self.bounds]
+        self.outs = runner._each(_forward_slice, [(c, s) for (c, _), s in zip(self.copies, slices)])
+        return np.concatenate([o.data for o in self.outs])
+
+    def backward(self, grad):
+        jobs = [(out, grad[a:b]) for out, (a, b) in zip(self.outs, self.bounds)]
+        self.runner._each(_backward_slice, jobs)
+        self.outs = None
+        params = self.parents[1:]
+        for i, (p, needed) in enumerate(zip(params, self.needs_grad[1:])):
+            found = [cloned[i].grad for _, cloned in self.copies if cloned[i].grad is not None]
+            if not needed or not found:
+                continue
+            total = found[0]  # the first copy's own array: nobody else holds it
+            for g in found[1:]:
+                total += g
+            if p.grad is None:  # into `.grad` directly, sparing the engine's copy of each
+                p.grad = total
+            else:
+                p.grad += total
+        self.copies = None
+        return (None,) * (1 + len(params))
+
+
+def _forward_slice(model, x) -> Tensor:
+    before, _INSIDE.active = splitting(), True
+    try:
+        return model(Tensor(x))
+    finally:
+        _INSIDE.active = before
+
+
+def _backward_slice(out: Tensor, grad: np.ndarray) -> None:
+    if out.requires_grad:
+        out.backward(grad)
+
+
+def _split_forward(model: Module, x):
+    """The forward `split_batch` gives one model: split when it can, else the class's own."""
+    out = split_forward(model, DataParallel(model, model.split_workers), x)
+    return type(model).forward(model, x) if out is None else out
+
+
+def split_batch(model: Module, workers: int) -> None:
+    """From now on `model(x)` splits x's rows over `workers` threads while autograd records.
+
+    The model keeps its class: the split is an instance attribute `forward` (and
+    `split_workers`); the copies the threads run are given the class's forward back, and
+    `unsplit(model)` removes both. workers=1 removes them too.
+    """
+    if workers < 2:
+        unsplit(model)
+        return
+    model.split_workers = int(workers)
+    model.forward = MethodType(_split_forward, model)
+
+
+def unsplit(model: Module) -> None:
+    """Undo `split_batch`: the model's forward is its class's again."""
+    if _is_split(model):
+        del model.forward
+        vars(model).pop("split_workers", None)
+
+
+def _is_split(model) -> bool:
+    return getattr(vars(model).get("forward"), "__func__", None) is _split_forward
+
+
+def split_forward(model: Module, runner: "DataParallel", x):
+    """`model(x)` through SplitBatch when it can help, else None (the caller runs it whole).
+
+    It splits when autograd records, the batch has at least two rows, this thread is not already
+    one slice of a split, and no Dropout is active (its masks would come in another order).
+    """
+    from tinytorch.core.tensor import is_grad_enabled
+
+    rows = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if runner.workers < 2 or not is_grad_enabled() or splitting():
+        return None
+    if rows.ndim < 1 or len(rows) < 2:
+        return None
+    if any(isinstance(m, Dropout) and m.training and m.p > 0 for m in model.modules()):
+        return None
+    params = model.parameters()
+    if not any(p.requires_grad for p in params):
+        return None
+    return SplitBatch.apply(rows, *params, model=model, runner=runner)
+
+
+__all__ = ["DataParallel", "SplitBatch", "default_workers", "run_threads", "split_batch", "unsplit",
+    "split_forward", "splitting"]  # fmt: skip
