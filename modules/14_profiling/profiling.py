@@ -52,12 +52,8 @@ from tinytorch.profile.rules import shape_size as _size
 # `named_parameters()` (module 03) lists every trainable tensor once (a tied matrix too), named
 # like `blocks.0.attention.q_proj.weight`. Grouping the names by their first `depth` parts:
 #
-# ```
-# depth=1: token_embedding, position_embedding, blocks, ln_f
-# depth=2: token_embedding, position_embedding, blocks.0, blocks.1, ln_f
-# ```
-#
-# `parameter_counts(model, depth)` returns `{group: number of parameters}` in the order the
+# `depth=1` gives token_embedding, position_embedding, blocks, ln_f; `depth=2` splits `blocks`
+# into blocks.0, blocks.1. `parameter_counts(model, depth)` returns `{group: number of parameters}` in the order the
 # groups first appear. A name with fewer than `depth` parts before its leaf (`ln_f.gamma` at
 # depth 2) is grouped by the parts it has: `ln_f`; a bare leaf (`weight`) is its own group.
 
@@ -430,16 +426,14 @@ def matmul_share(rows: list[OpRow]) -> float:
 # %% [markdown]
 # ## 8. Your profiler on the GPT you trained (given)
 #
-# Given files run your code on a real model. `profile_step(model, tokens, targets, optimizer)`
-# and `profile_generation` (`tinytorch/profile/runs.py`) run training steps or `model.generate`
-# under your `Profiler`, timing each whole run for the outside row, and measure the real peak
-# (every numpy allocation) with `tracemalloc`. `tinytorch/profile/report.py` measures this
-# machine's two **roofs** with your `latency`, one large matrix multiply's rate and the copy
-# bandwidth: an operation with few FLOPs per byte (`intensity`) cannot beat `bandwidth x
-# intensity`, and above that slope the roof is the matmul rate. `tour()` (`tinytorch/profile/
-# tour.py`) profiles the GPT of `tito milestone run gpt` (a fresh small one without a run) on one
-# BLAS thread (on a shared machine, threads wait for each other), prints the tables and draws
-# them. It imports your profiler from the package: run `tito module export 14` first.
+# Given files run your code on a real model. `profile_step` and `profile_generation`
+# (`tinytorch/profile/runs.py`) run training steps or `model.generate` under your `Profiler`,
+# timing each whole run for the outside row, and measure the real peak with `tracemalloc`.
+# `tinytorch/profile/report.py` measures this machine's two **roofs** with your `latency` (a
+# large matmul's rate, the copy bandwidth): an operation with few FLOPs per byte cannot beat
+# `bandwidth x intensity`. `tour()` (`tinytorch/profile/tour.py`) profiles the GPT of `tito
+# milestone run gpt` (or a fresh small one) on one BLAS thread, prints the tables and draws them.
+# It imports your profiler from the package: run `tito module export 14` first.
 
 # %%
 from tinytorch.profile.tour import tour
@@ -448,18 +442,15 @@ found = tour()
 found["figures"]["step"]
 
 # %% [markdown]
-# What to look for. In the training step the matrix multiplies carry most FLOPs and time, well
-# below the roof: `(B T, 64) @ (64, 64)` is too thin for the BLAS to reuse what it loads. Layer
-# norm, GELU, softmax and the loss do about one FLOP per byte: a far larger share of the time
-# than of the FLOPs. Cached generation multiplies one row at a time, and module 17's cached
-# attention works on numpy arrays outside the engine's operations: its time lands in the outside
-# row (a profiler sees only what passes through its hook). And `x**3` goes through numpy's
-# general `pow`, where `x*x*x` is two multiplications. These are module 18's targets.
-
-# %% [markdown]
+# What to look for. Matrix multiplies carry most FLOPs and time, well below the roof: `(B T, 64)
+# @ (64, 64)` is too thin for the BLAS to reuse what it loads. Layer norm, GELU, softmax and the
+# loss do about one FLOP per byte: far more of the time than of the FLOPs. Module 17's cached
+# attention works on numpy arrays outside the engine: its time lands in the outside row. These
+# are module 18's targets.
+#
 # ## Tests
-# Each graded cell is a probe (`@graded`): it runs your code on seeded random inputs, asserts what
-# must hold, and returns counts (never timings) for the grader to compare with the reference's.
+# Each graded cell is a probe (`@graded`): it runs your code on seeded inputs, asserts what must
+# hold, and returns counts (never timings) for the grader to compare with the reference's.
 
 # %% nbgrader={"grade": false, "grade_id": "test-imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
 from tinytorch.checks import graded
