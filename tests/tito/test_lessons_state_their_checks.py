@@ -17,7 +17,7 @@ STATED = [
     (7, "s(0) == 0.25", "`max_lr * (s + 1) / W` while `s < W`"),
     (17, "assert pruned.shape == (2, 7, 16)", "Merge to `H * D` columns"),
     (17, "causal_mask(3)", "`causal_mask(T_new, past_len=past)`"),
-    (19, "compare(base, slowed)", "`bootstrap_medians(base, resamples, seed + 1)`"),
+    (19, "slack = 0.07 * (high - low)", "within 7% of the interval's width"),
     (19, "summarize(samples, seed=", "calls `bootstrap_medians(samples, resamples, seed)`"),
     (20, "over the budget of 60", 'CPU-s, over the budget of {budget:g}"`'),
     (20, "is above the bound 2.040 (baseline 2.000 + 2%)",

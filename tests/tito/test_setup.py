@@ -67,3 +67,8 @@ def test_an_active_venv_is_the_one_make_test_uses():
     commands = dry_run("test", VIRTUAL_ENV="/opt/env").splitlines()
     assert "/opt/env/bin/python -m pytest -q" in commands
     assert not any("venv" in c and "/opt/env" not in c for c in commands)
+
+
+def test_make_test_requires_torch_for_the_torch_checks():
+    commands = dry_run("test", "PYTHON=/opt/py/bin/python", "--print-data-base").splitlines()
+    assert "test: TINYTORCH_REQUIRE_TORCH = 1" in {c.strip() for c in commands}

@@ -26,13 +26,15 @@ def cached_decoder_block(block, x, memory, caches, mask=None, memory_mask=None) 
     """A module-13 DecoderBlock on the new target positions; `caches` is (self, cross)."""
     self_cache, cross_cache = caches
     self_att, cross_att = block.self_attention, block.cross_attention
-    if block.norm_first:
+    pre_norm = block.norm_first
+    if pre_norm:  # each sublayer reads its input normalised and adds to the residual
         x = x + cached_attention(self_att, block.ln1(x), self_cache, mask)
         x = x + cached_attention(cross_att, block.ln_cross(x), cross_cache, memory_mask, memory)
-        return x + block.mlp(block.ln2(x))
-    x = block.ln1(x + cached_attention(self_att, x, self_cache, mask))
+        return block.mlp(block.ln2(x)) + x
+    x = block.ln1(x + cached_attention(self_att, x, self_cache, mask))  # normalise the sum
     x = block.ln_cross(x + cached_attention(cross_att, x, cross_cache, memory_mask, memory))
-    return block.ln2(x + block.mlp(x))
+    out = x + block.mlp(x)
+    return block.ln2(out)
 
 
 @no_grad()

@@ -76,13 +76,15 @@ def sampling_loop(tokens: np.ndarray, next_logits, sample_next, max_new_tokens: 
     `context` tokens (all, for None) are what the repetition penalty looks at. Once every row
     has produced `stop_token` the loop ends early; finished rows keep repeating it.
     """
-    rng = np.random.default_rng(seed)  # one generator for the whole sequence: a seed reproduces it
+    draws = np.random.default_rng(
+        seed
+    )  # one generator for the whole sequence: a seed reproduces it
     stopped = np.zeros(len(tokens), dtype=bool)
     for _ in range(max_new_tokens):
         logits = next_logits(tokens)  # the next position's logits, (B, V)
         window = tokens if context is None else tokens[:, -context:]
         logits = steer_logits(logits, window, temperature, top_p, repetition_penalty)
-        next_ids = sample_next(logits, temperature, top_k, rng)  # one draw per batch row, (B,)
+        next_ids = sample_next(logits, temperature, top_k, draws)  # one draw per batch row, (B,)
         if stop_token is not None:  # rows that already produced the stop token keep repeating it
             next_ids = np.where(stopped, stop_token, next_ids)
             stopped |= next_ids == stop_token

@@ -115,8 +115,11 @@ class Seq2SeqTransformer(Module):
         ids = token_ids_2d(target, self.vocab_size)  # (B, T)
         seq_len = ids.shape[1]
         _check_length(seq_len, self.max_seq_len, "target")
-        x = self.token_embedding(ids)  # (B, T, C), then each position's own vector added
-        x = x + self.position_embedding(np.arange(seq_len).reshape(1, seq_len))
+        x = self.token_embedding(
+            ids
+        ) + self.position_embedding(  # (B, T, C): each position's vector
+            np.arange(seq_len).reshape(1, seq_len)
+        )
         mask = None if seq_len == 1 else causal_mask(seq_len)  # one query may see itself
         for layer in self.blocks:
             x = layer(x, memory, mask=mask, memory_mask=memory_mask)

@@ -69,13 +69,13 @@ def module_names(model) -> dict[int, str]:
     """{id(module): dotted name} for `model` and every module below it; the model is "model"."""
     names = {id(model): "model"}
 
-    def walk(module, prefix):
+    def visit(module, prefix):
         for name, child in module.children():
             if hasattr(child, "children") and id(child) not in names:
                 names[id(child)] = prefix + name
-                walk(child, f"{prefix}{name}.")
+                visit(child, f"{prefix}{name}.")
 
-    walk(model, "")
+    visit(model, "")
     return names
 
 

@@ -65,7 +65,7 @@ def profile_step(
         else:
             model.zero_grad()
 
-    for _ in range(warmup):
+    for _warm in range(warmup):
         step()
     return _profiled(model, step, repeats)
 

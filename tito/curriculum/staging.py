@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from tito.curriculum import exporter, notebooks, paths
-from tito.curriculum.catalog import GIVEN, CourseModule, closure
+from tito.curriculum.catalog import GIVEN_REQUIRES, CourseModule, closure
 
 
 def reference_files(module: CourseModule) -> dict[Path, str]:
@@ -28,11 +28,16 @@ def copy_package(source: Path, target: Path) -> None:
         shutil.copyfile(path, dest)
 
 
-def _stage_skeleton(into: Path) -> Path:
-    """tinytorch/ under `into` with the package's __init__ files and the given files."""
+def _stage_skeleton(module: CourseModule, into: Path) -> Path:
+    """tinytorch/ under `into` with the package's __init__ files and the given files that build
+    on nothing later than `module` (a given file of module 18's is of no use to module 06's
+    checks, and would only show them code)."""
     package = into / "tinytorch"
     source = paths.root() / "tinytorch"
-    given = [source.parent / name for name in GIVEN]
+    allowed = {m.number for m in closure(module)} | {module.number}
+    given = [
+        source.parent / name for name, needs in GIVEN_REQUIRES.items() if set(needs) <= allowed
+    ]
     for path in [*source.rglob("__init__.py"), source / exporter.COURSE_MAP, *given]:
         if path.is_file():
             target = package / path.relative_to(source)
@@ -44,7 +49,7 @@ def _stage_skeleton(into: Path) -> Path:
 def stage_reference(module: CourseModule, into: Path) -> Path:
     """The skeleton and the reference export of the modules `module` requires. Returns the
     package folder."""
-    package = _stage_skeleton(into)
+    package = _stage_skeleton(module, into)
     for required in closure(module):
         exporter.write(reference_files(required), package)
     return package
@@ -53,7 +58,7 @@ def stage_reference(module: CourseModule, into: Path) -> Path:
 def stage_own(module: CourseModule, into: Path) -> Path:
     """The skeleton and the modules `module` requires as the student's package holds them (their
     completed code, or the reference where they have not completed one)."""
-    package = _stage_skeleton(into)
+    package = _stage_skeleton(module, into)
     for required in closure(module):
         for rel in required.package_files():
             path = paths.root() / rel
