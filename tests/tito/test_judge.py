@@ -138,3 +138,11 @@ def test_a_seed_the_references_own_probe_fails_on_is_drawn_again(monkeypatch):
     assert expected.failed() == ["test-p"]
     mine = Numbers([{"name": "test_p", "keys": ["y"], "error": ""}], {"p0_y": np.ones(2)})
     assert "the reference's probe failed on this seed" in judge(mine, expected.numbers["test-p"])
+
+
+def test_a_reference_probe_without_a_tolerance_is_named_not_given_a_default():
+    arrays = {"y": np.ones(3, dtype=np.float32)}
+    mine = probe_numbers(arrays)
+    reference = probe_numbers(arrays)
+    reference.probes[0]["tolerance"] = {}
+    assert "states no tolerance" in judge(mine, reference)
