@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from benchmarks.torch_gpt import TorchGPT
+
 
 def rotary_table(head_dim: int, max_seq_len: int, theta: float) -> torch.Tensor:
     """(max_seq_len, head_dim / 2) complex rotations."""
@@ -107,22 +109,8 @@ class TorchLlama(nn.Module):
         shape = (batch, c.num_kv_heads, self.max_seq_len, c.embed_dim // c.num_heads)
         return [(torch.empty(shape), torch.empty(shape)) for _ in self.blocks]
 
-    @torch.no_grad()
-    def generate(self, idx: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-        """Greedy decoding with the preallocated cache (refilled if the window slides)."""
-        out = torch.empty(idx.shape[0], idx.shape[1] + max_new_tokens, dtype=idx.dtype)
-        out[:, : idx.shape[1]] = idx
-        length, caches, past = idx.shape[1], self.new_caches(idx.shape[0]), 0
-        step = idx
-        for _ in range(max_new_tokens):
-            if past + step.shape[1] > self.max_seq_len:  # slide: refill from the last window
-                step, past = out[:, max(0, length - self.max_seq_len) : length], 0
-            logits = self(step, caches, past)[:, -1]
-            past += step.shape[1]
-            out[:, length] = logits.argmax(-1)
-            step = out[:, length : length + 1]
-            length += 1
-        return out
+    # greedy decoding with the preallocated cache: the GPT's loop, on this model's forward
+    generate = TorchGPT.generate
 
     @classmethod
     def from_tinytorch(cls, model) -> TorchLlama:
