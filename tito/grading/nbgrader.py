@@ -420,18 +420,8 @@ def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcom
         if cause:
             message = f"{cause}; nbgrader cannot record such a notebook (restore the grade id)"
         return Outcome(name, False, message, scored.checks, scored.seconds, scored.seed)
-    return Outcome(name, True, outcome_message(scored), scored.checks, scored.seconds,
+    return Outcome(name, True, scored.summary(), scored.checks, scored.seconds,
                    scored.seed, scored.lost())  # fmt: skip
-
-
-def outcome_message(scored) -> str:
-    """The line shown beside a graded student: the first cause of lost points. A cell of the
-    course's own (a demo, "cell 18") that failed in the sandbox is no cause when every check
-    passed: matplotlib, say, is absent from the sandbox by design."""
-    if all(check.passed for check in scored.checks):
-        own = [n for n in scored.notes if not n.split(":")[0].split(" ")[-1].isdigit()]
-        return own[0] if own else ""
-    return scored.summary()
 
 
 def grading_timeout(api: NbGraderAPI) -> float:
