@@ -12,7 +12,9 @@ they completed module 18 too. `recompute=True`: attention and GELU recompute the
 in the backward instead of keeping it; an attention layer then keeps no `last_attention` while
 autograd records (under `no_grad`, for plots, it still does). The default, `recompute=None`, does
 so when that array is large (`AUTO_VALUES`). A GPT also splits each training batch over the
-cores (`tinytorch.accel.parallel.split_batch`; `workers=1` keeps it whole).
+cores (`tinytorch.accel.parallel.split_batch`; `workers=1` keeps it whole). With module 21 in
+the package, a Llama's parts ("rmsnorm", "rotary", "swiglu", "gqa") and its batch split come
+from the given `tinytorch.accel.llama` (`_later_parts`); `PARTS` stays the GPT's.
 """
 
 import copy
@@ -282,11 +284,24 @@ def _layers(model: Module):
             yield from (v for v in items if isinstance(v, Activation))
 
 
-def _check_parts(parts) -> tuple:
-    parts = PARTS if parts is None else tuple(parts)
-    unknown = [p for p in parts if p not in LESSONS]
+def _later_parts():
+    """The given fast paths of later modules (module 21's Llama): (FAST, its models); empty
+    when the package does not hold those modules yet."""
+    try:
+        from tinytorch.accel import llama
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("tinytorch."):
+            raise
+        return {}, ()
+    return llama.FAST, llama.MODELS
+
+
+def _check_parts(parts, later: dict) -> tuple:
+    known = PARTS + tuple(later)
+    parts = known if parts is None else tuple(parts)
+    unknown = [p for p in parts if p not in known]
     if unknown:
-        raise ValueError(f"accelerate: unknown part(s) {unknown}; choose from {list(PARTS)}")
+        raise ValueError(f"accelerate: unknown part(s) {unknown}; choose from {list(known)}")
     return parts
 
 
@@ -299,7 +314,8 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
     forward also splits its batch over `workers` threads (default: one per core, at most 4;
     `workers=1`: never), so a loop of `model(x)`, `loss.backward()` uses every core.
     """
-    parts = _check_parts(parts)
+    later, models = _later_parts()
+    parts = _check_parts(parts, later)
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):  # fmt: skip
         raise ValueError(f"accelerate: workers must be an integer >= 1, got {workers!r}")
@@ -324,10 +340,14 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
         ):
             _swap(layer, FastEmbedding)  # Embedding itself: its subclasses have their own forward
         else:
-            continue
+            fast = [f for part, (cls, f) in later.items() if part in parts
+                    and isinstance(layer, cls)]  # fmt: skip
+            if not fast:
+                continue
+            _swap(layer, fast[0])  # a later module's layer (module 21's Llama)
         if hasattr(type(layer), "recompute"):
             layer.recompute = None if recompute is None else bool(recompute)
-    if isinstance(obj, GPT):  # its class stays GPT: the split is one attribute of this object
+    if isinstance(obj, (GPT, *models)):  # its class stays: the split is one attribute of obj
         split_batch(obj, default_workers() if workers is None else workers)
     return obj
 
@@ -350,6 +370,7 @@ def accelerated(obj) -> set[str]:
     fast = {FastAttention: "attention", FastLayerNorm: "layernorm", FastGELU: "gelu",
             FastMLP: "gelu", FastEmbedding: "embedding", FastAdamW: "adamw",
             FastAdamL2: "adamw"}  # fmt: skip
+    fast.update({f: part for part, (_, f) in _later_parts()[0].items()})
     found = [obj] if isinstance(obj, Optimizer) else list(_layers(obj))
     return {fast[type(x).accelerated_by] for x in found if hasattr(type(x), "accelerated_by")}
 

@@ -283,8 +283,11 @@ def _backward_slice(out: Tensor, grad: np.ndarray) -> None:
         out.backward(grad)
 
 
-def _split_forward(model: Module, x):
-    """The forward `split_batch` gives one model: split when it can, else the class's own."""
+def _split_forward(model: Module, x, *args, **kwargs):
+    """The forward `split_batch` gives one model: split when it can, else the class's own (always
+    with more arguments than the batch: a Llama's `forward(tokens, caches)` generating)."""
+    if args or kwargs:
+        return type(model).forward(model, x, *args, **kwargs)
     out = split_forward(model, DataParallel(model, model.split_workers), x)
     return type(model).forward(model, x) if out is None else out
 
