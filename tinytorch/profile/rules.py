@@ -11,6 +11,9 @@ Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: module 14's
 - `SAME_AS`: module 18's kernels that do the arithmetic of one lesson operation.
 - `FUSED`: (forward rule, backward rule) of module 18's packed projection and one-node attention,
   each returning `(matmul, other)`; a backward rule takes `needed`, which gradients were computed.
+  Module 21's Llama parts are in the tables (RMSNorm, rotary, SiLU), and `accelerate`'s fast
+  paths for them (tinytorch/accel/llama.py) in `SAME_AS` and `FUSED`: the rotary projection of q
+  and k, grouped-query attention, and SwiGLU's gate silu(a) * b.
 
 Only shapes are read, so this file imports numpy alone.
 """
@@ -22,22 +25,28 @@ import math
 import numpy as np
 
 # (forward, backward) FLOPs per output element; exp, log, tanh count as one, GELU's tanh formula
-# as eight forward and twelve backward
+# as eight forward and twelve backward. Module 21: RMSNorm squares, averages, scales by 1/rms and
+# by the weight (4; backward: the weight's product and row sum, grad * weight, its dot with the
+# normalised row, subtract, scale: 8; module 18's FusedRMSNorm recomputes x / rms: 9); a rotary
+# output is one pair's two products and a sum (3, the inverse turn the same); SiLU is a sigmoid
+# and a product (4; backward: s (1 + x (1 - s)) times the gradient, 5).
 ELEMENTWISE = {"Add": (1, 0), "Sub": (1, 1), "Mul": (1, 2), "Div": (1, 4), "Neg": (1, 1),
                "Pow": (1, 3), "Exp": (1, 1), "Log": (1, 1), "ReLUFunction": (1, 1),
                "SigmoidFunction": (3, 3), "TanhFunction": (1, 3), "GELUFunction": (8, 12),
                "SoftmaxFunction": (5, 4), "LayerNormFunction": (8, 10),
-               "DropoutFunction": (1, 1)}  # fmt: skip
+               "DropoutFunction": (1, 1), "RMSNormFunction": (4, 8), "FusedRMSNorm": (4, 9),
+               "RotaryFunction": (3, 3), "SiLUFunction": (4, 5)}  # fmt: skip
 # (forward, backward) FLOPs per input element
 REDUCTIONS = {"Sum": (1, 0), "Mean": (1, 1), "Max": (1, 2), "CrossEntropyFunction": (5, 3),
               "MSEFunction": (3, 3)}  # fmt: skip
 # moving data, no arithmetic
 FREE = {"Reshape", "Permute", "GetItem", "EmbeddingLookup"}
 # the operations whose FLOPs are matrix multiplies (a profile's "matmul" kind)
-MATMUL_OPS = ("MatMul", "LinearFunction", "QKVProjection", "FusedAttention")
+MATMUL_OPS = ("MatMul", "LinearFunction", "QKVProjection", "FusedAttention", "RotaryProjection",
+              "GroupedAttention")  # fmt: skip
 # module 18's fused kernels that do the arithmetic of one lesson operation
 SAME_AS = {"FusedLayerNorm": "LayerNormFunction", "FusedGELU": "GELUFunction",
-           "SortedEmbeddingLookup": "EmbeddingLookup"}  # fmt: skip
+           "SortedEmbeddingLookup": "EmbeddingLookup", "FusedRotary": "RotaryFunction"}  # fmt: skip
 SOFTMAX = 5  # max, subtract, exp, sum, scale: per score
 
 
@@ -103,9 +112,63 @@ def _attention_backward(in_shapes, needed, kwargs):
     return matmul, 2 * b * tq * dv + 3 * scores  # rowsum(g * out), subtract, times w, scale
 
 
-# module 18's fused kernels: (forward rule, backward rule)
+ROTARY = ELEMENTWISE["RotaryFunction"]  # per turned value, forward and backward
+
+
+def _rotated(in_shapes) -> int:
+    """Values the rotary projection turns: its first projection's output (rows x N)."""
+    _, rows, _, m = _projection(in_shapes, False)
+    return rows * m
+
+
+def _rotary_projection_forward(in_shapes, kwargs):
+    matmul, _ = _projection_forward(in_shapes, {})
+    return matmul, ROTARY[0] * _rotated(in_shapes)
+
+
+def _rotary_projection_backward(in_shapes, needed, kwargs):
+    matmul, other = _projection_backward(in_shapes, needed, {})
+    return matmul, other + (ROTARY[1] * _rotated(in_shapes) if any(needed) else 0)
+
+
+def _grouped(in_shapes, needed=None):
+    """FusedAttention's shapes and needs for grouped attention: q (B, H, T, D) as the G = H /
+    H_kv heads of each kv head stacked along the rows, (B, H_kv, G*T, D); k, v (B, H_kv, T_k, D)
+    apart or packed (2, ...)."""
+    q = in_shapes[0]
+    k, v = in_shapes[1:] if len(in_shapes) == 3 else (tuple(in_shapes[1][1:]),) * 2
+    groups = q[1] // k[1]
+    shapes = [(*q[:-3], k[1], groups * q[-2], q[-1]), k, v]
+    if needed is None:
+        return shapes
+    return shapes, needed if len(needed) == 3 else [needed[0], needed[1], needed[1]]
+
+
+def _grouped_forward(in_shapes, kwargs):
+    return _attention_forward(_grouped(in_shapes), kwargs)
+
+
+def _grouped_backward(in_shapes, needed, kwargs):
+    return _attention_backward(*_grouped(in_shapes, needed), kwargs)
+
+
+GATE = (5, 8)  # silu(a) * b: SiLU's 4 and the product; backward 6 for a's gradient, 2 for b's
+
+
+def _gate_forward(in_shapes, kwargs):
+    return 0, GATE[0] * shape_size(in_shapes[0])
+
+
+def _gate_backward(in_shapes, needed, kwargs):
+    return 0, (6 * needed[0] + 2 * needed[1]) * shape_size(in_shapes[0])
+
+
+# module 18's fused kernels and accelerate's for module 21: (forward rule, backward rule)
 FUSED = {"QKVProjection": (_projection_forward, _projection_backward),
-         "FusedAttention": (_attention_forward, _attention_backward)}  # fmt: skip
+         "FusedAttention": (_attention_forward, _attention_backward),
+         "RotaryProjection": (_rotary_projection_forward, _rotary_projection_backward),
+         "GroupedAttention": (_grouped_forward, _grouped_backward),
+         "SwiGLUGate": (_gate_forward, _gate_backward)}  # fmt: skip
 
 
 __all__ = ["ELEMENTWISE", "REDUCTIONS", "FREE", "MATMUL_OPS", "SAME_AS", "SOFTMAX", "FUSED",
