@@ -120,7 +120,7 @@ def tiny_model(cfg, accelerated: bool = True):
     from tinytorch.models.transformer import GPT
 
     np.random.seed(0)
-    if type(cfg).__name__ == "LlamaConfig":  # module 21: accelerate reaches its embedding only
+    if type(cfg).__name__ == "LlamaConfig":  # module 21: accelerate takes tinytorch/accel/llama.py
         from tinytorch.models.llama import Llama
 
         model = Llama.from_config(cfg)

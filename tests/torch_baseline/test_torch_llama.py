@@ -11,6 +11,7 @@ import torch
 
 from benchmarks.common import ROOT, Row, config, tiny_model
 from benchmarks.torch_llama import TorchLlama
+from tinytorch.accel.accelerate import accelerated
 from tinytorch.models.llama import Llama
 
 TRAIN = Row("llama_train_small", "train", "small", batch=4, seq_len=16, steps=1, warmup=1,
@@ -51,6 +52,12 @@ def test_the_llama_rows_are_a_llama_with_half_the_kv_heads():
     assert type(cfg).__name__ == "LlamaConfig" and cfg.num_kv_heads == cfg.num_heads // 2
     assert cfg.hidden_dim is not None and config(GEN).max_seq_len == 256
     assert isinstance(tiny_model(cfg, accelerated=False), Llama)
+
+
+def test_the_llama_rows_run_accelerate_on_every_llama_part_and_the_plain_rows_on_none():
+    cfg = config(TRAIN)
+    assert accelerated(tiny_model(cfg)) == {"embedding", "rmsnorm", "rotary", "swiglu", "gqa"}
+    assert accelerated(tiny_model(cfg, accelerated=False)) == set()
 
 
 def child(library, setting, row):
