@@ -3,6 +3,8 @@ computes the plain model's logits, gradients and tokens, keeps its class and par
 its batch over threads, and `plain` undoes it all. Each fast Function's backward is checked by
 finite differences in test_accelerate_llama_kernels.py."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from tinytorch.accel.llama import FAST
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.models.llama import GroupedQueryAttention, Llama
+from tinytorch.models.transformer import GPT
 from tinytorch.nn.llama import RMSNorm, RotaryEmbedding, SwiGLU
 
 LLAMA_PARTS = {"rmsnorm", "rotary", "swiglu", "gqa"}
@@ -150,3 +153,13 @@ def test_the_rotary_layer_alone_turns_rows_as_the_lessons():
     want = slow_layer(Tensor(x), start=7)
     np.testing.assert_allclose(got.data, want.data, rtol=1e-5, atol=1e-6)
     assert type(got._ctx).__name__ == "FusedRotary"  # one node, not the lesson's
+
+
+def test_without_module_21_accelerate_knows_the_gpt_parts_only(monkeypatch):
+    """A staged package for module 18 holds no tinytorch/accel/llama.py (it needs module 21)."""
+    monkeypatch.setitem(sys.modules, "tinytorch.accel.llama", None)  # import: ModuleNotFoundError
+    np.random.seed(0)
+    gpt = accelerate(GPT(vocab_size=11, embed_dim=16, num_layers=1, num_heads=2, max_seq_len=8))
+    assert accelerated(gpt) == set(PARTS) - {"adamw"}
+    with pytest.raises(ValueError, match=r"unknown part\(s\) \['rmsnorm'\]; choose from \['gelu'"):
+        accelerate(gpt, parts=("rmsnorm",))

@@ -18,6 +18,7 @@ from the given `tinytorch.accel.llama` (`_later_parts`); `PARTS` stays the GPT's
 """
 
 import copy
+import importlib
 import time
 
 import numpy as np
@@ -288,7 +289,7 @@ def _later_parts():
     """The given fast paths of later modules (module 21's Llama): (FAST, its models); empty
     when the package does not hold those modules yet."""
     try:
-        from tinytorch.accel import llama
+        llama = importlib.import_module("tinytorch.accel.llama")
     except ModuleNotFoundError as err:
         if not (err.name or "").startswith("tinytorch."):
             raise
