@@ -13,6 +13,7 @@ from tinytorch.accel.llama import (
     GroupedAttention,
     RotaryProjection,
     SwiGLUGate,
+    rotate_pairs_,
 )
 from tinytorch.core.attention import causal_mask, scaled_dot_product_attention
 from tinytorch.core.hooks import listen
@@ -60,6 +61,21 @@ def test_fused_rotary_matches_the_lesson_and_turns_the_gradient_back(start):
     fn.needs_grad = (True,)
     turned = fn.forward(x, cos=cos, sin=sin)
     np.testing.assert_allclose(fn.backward(turned)[0], x, atol=1e-12)  # a rotation: the inverse
+
+
+@pytest.mark.parametrize(
+    ("dtype", "atol"), [(np.float64, 1e-12), (np.float32, 1e-5), (np.float16, 1e-2)]
+)
+def test_pairs_turn_in_place_as_complex_products_or_pair_by_pair(dtype, atol):
+    x = RNG.normal(size=(3, 6, 8))
+    cos, sin = angles(2, 6)
+    want = run(RotaryFunction, x, cos, sin)
+    a = x.astype(dtype)  # float16 has no complex type: the pair-by-pair path
+    got = rotate_pairs_(a, cos.astype(dtype), sin.astype(dtype))
+    assert got is a and got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol)
+    back = rotate_pairs_(a, cos.astype(dtype), -sin.astype(dtype))  # the inverse turn
+    np.testing.assert_allclose(back, x, rtol=0, atol=atol)
 
 
 @pytest.mark.parametrize("start", [0, 5])
