@@ -193,3 +193,17 @@ def test_without_module_21_accelerate_knows_the_gpt_parts_only(monkeypatch):
     assert accelerated(gpt) == set(PARTS) - {"adamw"}
     with pytest.raises(ValueError, match=r"unknown part\(s\) \['rmsnorm'\]; choose from \['gelu'"):
         accelerate(gpt, parts=("rmsnorm",))
+
+
+def test_an_attention_layer_called_alone_agrees_for_any_start_and_mask():
+    fast = accelerate(small_llama(), workers=1).blocks[1].attention
+    slow = small_llama().blocks[1].attention
+    x = np.random.default_rng(4).normal(size=(2, 5, 32)).astype(np.float32)
+    causal = np.triu(np.full((5, 5), -np.inf, dtype=np.float32), k=1)
+    padded = np.zeros((2, 1, 1, 5), dtype=np.float32)  # (B, 1, 1, T): the lesson's path
+    padded[1, ..., 3:] = -np.inf
+    for mask, start in ((None, 0), (causal, 6), (padded, 2)):
+        got, want = fast(Tensor(x), mask, start), slow(Tensor(x), mask, start)
+        np.testing.assert_allclose(got.data, want.data, rtol=1e-4, atol=1e-5)
+    with pytest.raises(TypeError, match="attention masks are additive floats"):
+        fast(Tensor(x), causal > 0)  # the lesson's message for a boolean mask
