@@ -5,6 +5,7 @@ finite differences in test_accelerate_llama_kernels.py."""
 
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -185,9 +186,17 @@ def test_a_package_staged_for_module_18_has_no_llama_file_and_accelerates_a_gpt(
     assert parts == "['attention', 'embedding', 'gelu', 'layernorm']"
 
 
-def test_without_module_21_accelerate_knows_the_gpt_parts_only(monkeypatch):
-    """A staged package for module 18 holds no tinytorch/accel/llama.py (it needs module 21)."""
-    monkeypatch.setitem(sys.modules, "tinytorch.accel.llama", None)  # import: ModuleNotFoundError
+@pytest.mark.parametrize("missing", ["file", "lesson"])
+def test_without_module_21_accelerate_knows_the_gpt_parts_only(monkeypatch, missing):
+    """No tinytorch/accel/llama.py (a package staged for module 18), or a module 21 without the
+    names it imports: a GPT is accelerated as before."""
+    if missing == "file":
+        monkeypatch.setitem(sys.modules, "tinytorch.accel.llama", None)  # ModuleNotFoundError
+    else:
+        monkeypatch.delitem(sys.modules, "tinytorch.accel.llama")
+        monkeypatch.setitem(
+            sys.modules, "tinytorch.nn.llama", types.ModuleType("tinytorch.nn.llama")
+        )
     np.random.seed(0)
     gpt = accelerate(GPT(vocab_size=11, embed_dim=16, num_layers=1, num_heads=2, max_seq_len=8))
     assert accelerated(gpt) == set(PARTS) - {"adamw"}

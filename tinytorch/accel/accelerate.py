@@ -287,10 +287,11 @@ def _layers(model: Module):
 
 def _later_parts():
     """The given fast paths of later modules (module 21's Llama): (FAST, its models); empty
-    when the package does not hold those modules yet."""
+    when the package does not hold those modules yet, or holds a module 21 they cannot import
+    (a GPT's acceleration never depends on a later lesson)."""
     try:
         llama = importlib.import_module("tinytorch.accel.llama")
-    except ModuleNotFoundError as err:
+    except ImportError as err:  # the file, or a name of module 21 it imports, is missing
         if not (err.name or "").startswith("tinytorch."):
             raise
         return {}, ()
