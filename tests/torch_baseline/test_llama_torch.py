@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tinytorch.accel.accelerate import accelerate, accelerated
 from tinytorch.core.attention import causal_mask
 from tinytorch.core.tensor import Tensor, precision
 from tinytorch.models.llama import GroupedQueryAttention, Llama
@@ -145,10 +146,14 @@ def test_grouped_query_attention_matches_torch(rng, kv_heads):
         np.testing.assert_allclose(lin.weight.grad, w.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("fast", [False, True], ids=["lesson", "accelerated"])
 @pytest.mark.parametrize("tie", [False, True])
-def test_llama_logits_and_gradients_match_torch(rng, tie):
+def test_llama_logits_and_gradients_match_torch(rng, tie, fast):
     np.random.seed(3)
     model = Llama(24, 16, 2, 4, num_kv_heads=2, max_seq_len=8, multiple_of=8, tie_weights=tie)
+    if fast:  # module 18's fast paths for module 21's parts (tinytorch/accel/llama.py)
+        accelerate(model, workers=1)
+        assert {"rmsnorm", "rotary", "swiglu", "gqa"} <= accelerated(model)
     for p in model.parameters():
         p.data *= 4 if p.ndim == 2 else rng.uniform(0.5, 1.5, p.shape).astype(np.float32)
     tokens = rng.integers(0, 24, (2, 7))
