@@ -9,10 +9,10 @@ forward (its checks and messages).
 - `FusedRMSNorm`: one node that keeps only x (the residual stream, kept by the graph anyway) and
   1 / rms per row; the backward recomputes x / rms, with in-place numpy.
 - `RotaryProjection`: module 18's `QKVProjection` of q (or k and v) into heads, with the rotary
-  turn applied to q and k in place of the fresh projection; the backward turns the gradient
-  back (the inverse rotation) and hands it to the projection's backward; each pair turns as one
-  complex product, in place. `FusedRotary` is the
-  same turn alone, for a `RotaryEmbedding` used on its own. Any start position (a cache).
+  turn applied to q and k in place of the fresh projection (each pair turns as one complex
+  product); the backward turns the gradient back (the inverse rotation) and hands it to the
+  projection's backward. `FusedRotary` is the same turn alone, for a `RotaryEmbedding` used on
+  its own. Any start position (a cache).
 - `GroupedAttention`: grouped-query attention through module 18's `FusedAttention` without
   repeating the kv heads: the G query heads of a group are stacked along the rows,
   (B, H_kv, G*T, D), so each kv head meets its group in one batched product.
@@ -120,8 +120,9 @@ class RotaryProjection(QKVProjection):
 
 
 class GroupedAttention(Function):
-    """Causal grouped-query attention of rotated q (B, H, T, D) and k, v (B, H_kv, T_k, D), given
-    packed (2, B, H_kv, T_k, D) or apart; returns the heads merged, (B, T, H * D).
+    """Grouped-query attention of rotated q (B, H, T, D) and k, v (B, H_kv, T_k, D), given packed
+    (2, B, H_kv, T_k, D) or apart, with an additive (T, T_k) mask (causal: the Llama's) or none;
+    returns the heads merged, (B, T, H * D).
 
     Query head h belongs to kv head h // G (G = H / H_kv), as in the lesson. The group's query
     rows are stacked, (B, H_kv, G*T, D), and the (T, T_k) mask repeated G times down the rows,
@@ -154,11 +155,7 @@ class GroupedAttention(Function):
         dq = None if dq is None else dq.reshape(batch, heads, steps, dim)
         if not self.packed:
             return dq, dk, dv
-        if dk is None and dv is None:
-            return dq, None
-        dk = np.zeros_like(dv) if dk is None else dk
-        dv = np.zeros_like(dk) if dv is None else dv
-        return dq, np.stack([dk, dv])
+        return dq, None if dk is None else np.stack([dk, dv])  # packed: both or neither
 
 
 class SwiGLUGate(Function):
@@ -234,6 +231,8 @@ class FastGroupedQueryAttention:
         x = _tensor(x)
         fits = x.ndim == 3 and x.shape[-1] == self.embed_dim and start >= 0
         fits = fits and start + (x.shape[1] if fits else 0) <= self.rotary.max_seq_len
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        fits = fits and all(p.bias is None for p in projections)  # the lesson's: no biases
         if not fits or (cache is not None and is_grad_enabled()):
             return super().forward(x, mask, start, cache)
         batch, steps, _ = x.shape
