@@ -216,3 +216,12 @@ def test_an_attention_layer_called_alone_agrees_for_any_start_and_mask():
         np.testing.assert_allclose(got.data, want.data, rtol=1e-4, atol=1e-5)
     with pytest.raises(TypeError, match="attention masks are additive floats"):
         fast(Tensor(x), causal > 0)  # the lesson's message for a boolean mask
+
+
+def test_a_projection_given_a_bias_takes_the_lessons_path():
+    fast = accelerate(small_llama(), workers=1).blocks[0].attention
+    slow = small_llama().blocks[0].attention
+    for layer in (fast, slow):
+        layer.k_proj.bias = Tensor(np.linspace(-1, 1, 16), requires_grad=True)
+    x = Tensor(np.random.default_rng(5).normal(size=(1, 4, 32)))
+    np.testing.assert_allclose(fast(x).data, slow(x).data, rtol=1e-4, atol=1e-5)
