@@ -3,7 +3,6 @@ computes the plain model's logits, gradients and tokens, keeps its class and par
 its batch over threads, and `plain` undoes it all. Each fast Function's backward is checked by
 finite differences in test_accelerate_llama_kernels.py."""
 
-import subprocess
 import sys
 import types
 
@@ -17,8 +16,6 @@ from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.models.llama import GroupedQueryAttention, Llama
 from tinytorch.models.transformer import GPT
 from tinytorch.nn.llama import RMSNorm, RotaryEmbedding, SwiGLU
-from tito.curriculum import exporter, staging
-from tito.curriculum.catalog import MODULES
 
 LLAMA_PARTS = {"rmsnorm", "rotary", "swiglu", "gqa"}
 SHAPES = {
@@ -157,33 +154,6 @@ def test_the_rotary_layer_alone_turns_rows_as_the_lessons():
     want = slow_layer(Tensor(x), start=7)
     np.testing.assert_allclose(got.data, want.data, rtol=1e-5, atol=1e-6)
     assert type(got._ctx).__name__ == "FusedRotary"  # one node, not the lesson's
-
-
-STAGED_GPT = """
-import os, sys
-sys.path.insert(0, os.getcwd())  # the staged package, not the installed one
-import tinytorch
-print(tinytorch.__file__)
-from tinytorch.accel.accelerate import accelerate, accelerated
-from tinytorch.models.transformer import GPT
-print(sorted(accelerated(accelerate(GPT(11, 16, 1, 2, max_seq_len=8)))))
-"""
-
-
-def test_a_package_staged_for_module_18_has_no_llama_file_and_accelerates_a_gpt(tmp_path):
-    """Grading module 18 stages the modules it requires: no module 21, so no
-    tinytorch/accel/llama.py, and `accelerate` must do without it."""
-    module = next(m for m in MODULES if m.number == 18)
-    package = staging.stage_reference(module, tmp_path)
-    exporter.write(staging.reference_files(module), package)
-    assert (package / "accel" / "accelerate.py").is_file()
-    assert not (package / "accel" / "llama.py").exists()
-    done = subprocess.run([sys.executable, "-I", "-c", STAGED_GPT], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    where, parts = done.stdout.splitlines()[-2:]
-    assert where == str(package / "__init__.py")
-    assert parts == "['attention', 'embedding', 'gelu', 'layernorm']"
 
 
 @pytest.mark.parametrize("missing", ["file", "lesson"])

@@ -1,0 +1,33 @@
+"""A package staged for module 18 (grading, `complete`) holds the modules it requires and no
+later one: no module 21, so no tinytorch/accel/llama.py (GIVEN_REQUIRES (18, 21)), and the given
+`accelerate` there must accelerate a GPT without it."""
+
+import subprocess
+import sys
+
+from tito.curriculum import exporter, staging
+from tito.curriculum.catalog import MODULES
+
+STAGED_GPT = """
+import os, sys
+sys.path.insert(0, os.getcwd())  # the staged package, not the installed one
+import tinytorch
+print(tinytorch.__file__)
+from tinytorch.accel.accelerate import accelerate, accelerated
+from tinytorch.models.transformer import GPT
+print(sorted(accelerated(accelerate(GPT(11, 16, 1, 2, max_seq_len=8)))))
+"""
+
+
+def test_a_package_staged_for_module_18_has_no_llama_file_and_accelerates_a_gpt(tmp_path):
+    module = next(m for m in MODULES if m.number == 18)
+    package = staging.stage_reference(module, tmp_path)
+    exporter.write(staging.reference_files(module), package)
+    assert (package / "accel" / "accelerate.py").is_file()
+    assert not (package / "accel" / "llama.py").exists()
+    done = subprocess.run([sys.executable, "-I", "-c", STAGED_GPT], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    where, parts = done.stdout.splitlines()[-2:]
+    assert where == str(package / "__init__.py")
+    assert parts == "['attention', 'embedding', 'gelu', 'layernorm']"
