@@ -435,7 +435,7 @@ def matmul_share(rows: list[OpRow]) -> float:
 # milestone run gpt` (or a fresh small one) on one BLAS thread, prints the tables and draws them.
 # It imports your profiler from the package: run `tito module export 14` first.
 
-# %%
+# %% tags=["demo"]
 from tinytorch.profile.tour import tour
 
 found = tour()

@@ -499,7 +499,7 @@ def int8_matmul(qx: np.ndarray, qw: np.ndarray) -> np.ndarray:
     return qx.astype(np.int32) @ qw.astype(np.int32)
 
 
-# %%
+# %% tags=["demo"]
 import time
 
 from threadpoolctl import threadpool_limits

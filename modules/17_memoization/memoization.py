@@ -401,7 +401,7 @@ def cached_generate(model, prompt_tokens, max_new_tokens=50, temperature=1.0, to
 # `n` cached ones). The measurement runs here, in the notebook; the project's benchmark
 # (`benchmarks/`) measures whole generations against PyTorch.
 
-# %%
+# %% tags=["demo"]
 import time
 
 from matplotlib.figure import Figure

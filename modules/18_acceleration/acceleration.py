@@ -448,7 +448,7 @@ class FusedAdam:
 # two threads. `step_ms(PARTS, config=PRESETS["small"], batch=16)` is the size `benchmarks/`
 # measures; expect noise on a busy machine.
 
-# %%
+# %% tags=["demo"]
 from tinytorch.accel.accelerate import PARTS, step_ms
 
 rows = [("plain", ())] + [(f"+ {part}", PARTS[: i + 1]) for i, part in enumerate(PARTS)]
@@ -465,7 +465,7 @@ for name, ms in measured:
 
 
 # %%
-from tinytorch.accel.accelerate import accelerate, accelerated, plain
+from tinytorch.accel.accelerate import PARTS, accelerate, accelerated, plain
 from tinytorch.checks import graded
 from tinytorch.core.activations import gelu
 from tinytorch.core.attention import causal_mask, scaled_dot_product_attention

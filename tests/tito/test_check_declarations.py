@@ -102,3 +102,50 @@ def test_a_cell_left_as_released_is_told_from_one_with_code_of_the_students():
     assert untouched(nbgrader_stub, code)
     assert not untouched(code, code)
     assert not untouched(tito_stub.replace("raise NotImplementedError", "return x  #"), code)
+
+
+def _names(code: str, bound: bool) -> set[str]:
+    import ast
+
+    tree = ast.parse(code)
+    if bound:
+        found = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                 and isinstance(n.ctx, ast.Store)}  # fmt: skip
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                found.add(node.name)
+        return found
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
+def test_a_demo_cell_is_left_out_of_the_checks_and_defines_nothing_they_use(module):
+    source = notebooks.read_source(paths.source(module))
+    demos = [c for c in source.cells if "demo" in c.get("metadata", {}).get("tags", [])]
+    program = build_program(source, source)
+    kept = {code for _, code, _ in program.cells}
+    checks = set().union(*(_names(code, bound=False) for _, _, code, _ in program.checks))
+    bound = [_names(code, bound=True) for _, code, _ in program.cells]
+    bound += [_names(code, bound=True) for _, _, code, _ in program.checks]
+    checks -= set().union(*bound)  # what the checks take from a cell the program leaves out
+    for demo in demos:
+        assert demo.cell_type == "code" and not _meta(demo), "a demo cell is a plain code cell"
+        assert demo.source not in kept, f"{module.name}: a demo cell is part of the program"
+        assert not _names(demo.source, bound=True) & checks, module.name
+
+
+def test_the_course_tags_its_costly_demos():
+    # timings, tours and plots take seconds of every check's run (and need what the sandbox lacks)
+    costly = (
+        (14, "tour()"),
+        (15, "best_of(fn"),
+        (17, "seconds_per_token("),
+        (18, "step_ms(parts)"),
+    )
+    for number, text in costly:
+        source = notebooks.read_source(paths.source(MODULES[number - 1]))
+        cell = next(c for c in source.cells if text in c.source and c.cell_type == "code")
+        assert cell.metadata.get("tags") == ["demo"], number
+        assert all(cell.source != code for _, code, _ in build_program(source, source).cells)

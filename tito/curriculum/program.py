@@ -6,6 +6,10 @@ Each check declares the solution cell(s) it measures (`@graded(grades=...)`, rea
 source without running it). `build_program(..., own=cells)` builds the isolated program of such a
 check: the student's code in the declared cells only, the reference's in every other solution
 cell, so the check measures the student's declared code alone.
+
+A course cell tagged `demo` (`# %% tags=["demo"]` in the source) shows the student something
+(a tour, a timing table, a plot) and defines nothing a check uses: the program leaves it out, so
+it neither costs a submission its points nor the class its grading time.
 """
 
 from __future__ import annotations
@@ -21,6 +25,11 @@ from tito.curriculum.refusals import bound_names, forbidden, parse, protected_na
 
 def _meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def is_demo(cell) -> bool:
+    """A course cell that only shows something (tagged `demo`): never part of a check's program."""
+    return "demo" in cell.get("metadata", {}).get("tags", [])
 
 
 @dataclass
@@ -137,7 +146,7 @@ def build_program(source: nbformat.NotebookNode, submission: nbformat.NotebookNo
     merged = nbformat.from_dict(source)
     cells, checks, refused = [], [], ""
     for index, cell in enumerate(merged.cells):
-        if cell.cell_type != "code":
+        if cell.cell_type != "code" or is_demo(cell):
             continue
         meta = _meta(cell)
         label = meta.get("grade_id") or f"{index + 1}"
