@@ -14,9 +14,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from tito.cli.main import app
 from tito.curriculum.catalog import find
 from tito.errors import TitoError
 from tito.grading import course, gradebook, judge
@@ -133,11 +131,8 @@ HONEST = ["ada", "zoe"]  # one sorted before the attackers, one after
 
 
 @pytest.fixture(scope="module")
-def klass(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("bounded") / "course"
-    runner = CliRunner()
-    assert runner.invoke(app, ["grade", "init", str(folder), "--timeout", "10"]).exit_code == 0
-    assert runner.invoke(app, ["grade", "generate", "1", "--course", str(folder)]).exit_code == 0
+def klass(tmp_path_factory, released) -> Path:
+    folder = released(tmp_path_factory.mktemp("bounded") / "course", MODULE.number, 10)
     source = nbformat.read(folder / "source" / MODULE.name / NOTEBOOK, 4)
     for student in [*HONEST, *(f"m-{kind}" for kind in CRAFTED)]:
         nb = nbformat.reads(nbformat.writes(source), as_version=4)
