@@ -11,8 +11,12 @@ from threadpoolctl import threadpool_limits
 
 # The suite runs thousands of small matmuls: one BLAS thread avoids thread contention (measured
 # 240 ms vs 17 ms of CPU per training step on a loaded 2-core machine). OPENBLAS_CORETYPE is left
-# alone.
+# alone. The processes the tests start (milestone runs, `tito` in a process of its own, the
+# module tests that `complete` runs) inherit the environment, not this process's limit: numpy's
+# OpenBLAS reads OPENBLAS_NUM_THREADS when it loads (a subprocess milestone run measured 39 s
+# with two BLAS threads, 20 s with one). A value the caller set is kept.
 threadpool_limits(1)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 # Where PyTorch is missing, these are set aside with one line of reason instead of failing: the

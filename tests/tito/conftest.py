@@ -1,4 +1,5 @@
-"""A throwaway copy of the project for CLI tests, so nothing in the real tree changes."""
+"""A throwaway copy of the project for CLI tests, so nothing in the real tree changes; one
+released course folder per module, shared by the grading tests."""
 
 import shutil
 from pathlib import Path
@@ -56,3 +57,33 @@ def postgres():
     except postgres_server.Unavailable as err:
         reason = str(err)
     pytest.fail(reason, pytrace=False)  # outside the except: one line, no chained traceback
+
+
+@pytest.fixture(scope="session")
+def released(tmp_path_factory):
+    """`released(folder, number, timeout=None)` makes `folder` a course with module `number`
+    released and nothing submitted, as `tito grade init folder --timeout T` (no timeout: init's
+    default) then `tito grade generate N` leave it. The first call for a module runs both (a new
+    gradebook costs several seconds); later calls copy that folder and run `init` again on the
+    copy (its timeout, its own files). Each caller owns its copy, so the tests stay independent
+    of each other and of their order."""
+    from tito.cli.main import app
+
+    runner = CliRunner()
+    made: dict[int, Path] = {}
+
+    def invoke(*args) -> None:
+        done = runner.invoke(app, [str(a) for a in args])
+        assert done.exit_code == 0, done.output
+
+    def release(folder: Path, number: int, timeout: int | None = None) -> Path:
+        if number not in made:
+            first = tmp_path_factory.mktemp(f"released{number:02d}") / "course"
+            invoke("grade", "init", first)
+            invoke("grade", "generate", number, "--course", first)
+            made[number] = first
+        shutil.copytree(made[number], folder, dirs_exist_ok=True)
+        invoke("grade", "init", folder, *(["--timeout", timeout] if timeout else []))
+        return folder
+
+    return release

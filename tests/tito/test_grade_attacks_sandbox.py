@@ -211,11 +211,8 @@ def write_class(course: Path, source, release) -> None:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> Class:
-    course = tmp_path_factory.mktemp("attacked")
-    assert tito("grade", "init", course, "--timeout", TIMEOUT).exit_code == 0
-    done = tito("grade", "generate", MODULE.number, "--course", course)
-    assert done.exit_code == 0, done.output
+def graded(tmp_path_factory, released) -> Class:
+    course = released(tmp_path_factory.mktemp("attacked"), MODULE.number, TIMEOUT)
     name = grading.notebook_file(MODULE)
     source = nbformat.read(course / "source" / MODULE.name / name, as_version=4)
     release = nbformat.read(course / "release" / MODULE.name / name, as_version=4)

@@ -20,11 +20,9 @@ def tito(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def test_feedback_pages_say_where_the_numbers_first_differ(tmp_path):
+def test_feedback_pages_say_where_the_numbers_first_differ(tmp_path, released):
     module = find(MODULE)
-    course = tmp_path / "course"
-    assert tito("grade", "init", course).exit_code == 0
-    assert tito("grade", "generate", MODULE, "--course", course).exit_code == 0
+    course = released(tmp_path / "course", MODULE)
     name = grading.notebook_file(module)
     source = nbformat.read(course / "source" / module.name / name, as_version=4)
     buggy = nbformat.from_dict(source)

@@ -40,10 +40,8 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def klass(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("literal") / "course"
-    assert tito("grade", "init", folder, "--timeout", 10).exit_code == 0
-    assert tito("grade", "generate", 1, "--course", folder).exit_code == 0
+def klass(tmp_path_factory, released) -> Path:
+    folder = released(tmp_path_factory.mktemp("literal") / "course", 1, 10)
     source = nbformat.read(folder / "source" / MODULE.name / NOTEBOOK, 4)
     release = nbformat.read(folder / "release" / MODULE.name / NOTEBOOK, 4)
     for student in HONEST + ATTACKERS:
