@@ -12,11 +12,8 @@ one before it, with confidence; in the shuffled text that confidence goes to the
 characters, and it loses more.
 
 The gap, shuffled minus in-order bits per character, is the test: above GAP_BOUND the entry
-counts as trained on the held-out text, a violation that scores 0. The bound comes from measured
-runs (README, "The Torch Olympics"): honest models from nano to small trained on the default
-corpus showed gaps of 0.001 to 0.017; a tiny model trained on the held-out text showed 0.026
-after 150 steps (2.83 bits/char against 3.73 honest), 0.041 after 300 (2.32) and 0.083 after
-600 (1.73).
+counts as trained on the held-out text, a violation that scores 0. The bound and what it cannot
+see come from measured runs (README, "The Torch Olympics"; docs/instructor.md section 8).
 """
 
 from __future__ import annotations

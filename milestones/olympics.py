@@ -7,7 +7,9 @@ the transformations with the package's own code, and measures three things itsel
 - tokens per second of cached generation, timed by module 19's harness in a process of its own;
 - the bytes of every array the model holds (int8 weights count one byte each);
 - bits per character on held-out text: documentation of standard-library modules that the default
-  training corpus (milestones/corpus.py) leaves out, minus any paragraph found in the run's corpus.
+  training corpus (milestones/corpus.py) leaves out, minus any paragraph found in the run's corpus;
+  and on the same text with its sentences shuffled, the memorisation test that finds an entry
+  trained on the held-out text (milestones/memorisation.py), which then scores 0.
 
 The baseline is the same run measured with no transformation. Module 20's rules
 (`tinytorch.olympics.rules`) decide whether the entry qualifies and what it scores.
