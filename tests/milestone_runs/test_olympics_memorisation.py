@@ -88,12 +88,12 @@ def test_shuffled_sentences_are_the_same_text_in_another_order(passage):
     parts = sentences(passage)
     assert "".join(parts) == passage and len(parts) > 15
     one, two = (shuffled_sentences(passage, np.random.default_rng(s)) for s in (1, 2))
-    assert one != two and one != passage
-    assert sorted(sentences(one.rstrip("\n"))) != parts  # reordered, nothing lost:
-    assert sorted(one.replace("\n", "")) == sorted(passage.replace("\n", ""))
+    assert one != two and one != passage  # another order at every draw
+    assert sorted(one.replace("\n", "")) == sorted(passage.replace("\n", ""))  # nothing lost
+    assert one.startswith(tuple(parts)) and two.startswith(tuple(parts))  # whole sentences
 
 
-def test_an_honest_entry_is_not_flagged(honest, passage):
+def test_an_honest_entry_is_not_flagged(honest):
     record = olympics.run_event("size", honest, None, repeats=1)  # the default held-out text
     assert olympics.valid(record) and record["violation"] is None and record["score"] > 0
     m = record["measured"]
