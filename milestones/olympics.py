@@ -7,7 +7,9 @@ the transformations with the package's own code, and measures three things itsel
 - tokens per second of cached generation, timed by module 19's harness in a process of its own;
 - the bytes of every array the model holds (int8 weights count one byte each);
 - bits per character on held-out text: documentation of standard-library modules that the default
-  training corpus (milestones/corpus.py) leaves out, minus any paragraph found in the run's corpus.
+  training corpus (milestones/corpus.py) leaves out, minus any paragraph found in the run's corpus;
+  and on the same text with its sentences shuffled, the memorisation test that finds an entry
+  trained on the held-out text (milestones/memorisation.py), which then scores 0.
 
 The baseline is the same run measured with no transformation. Module 20's rules
 (`tinytorch.olympics.rules`) decide whether the entry qualifies and what it scores.
@@ -27,6 +29,7 @@ import numpy as np
 
 from milestones.corpus import docstrings, normalise
 from milestones.errors import MilestoneError
+from milestones.memorisation import memorised, shuffled_sentences
 from milestones.runs import Run, load_run
 
 # Standard-library modules whose documentation the default corpus does not use (checked in a test).
@@ -281,10 +284,13 @@ def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats:
     model.generate(np.array([run.vocab.encode(PROMPT)]), 2, temperature=0, use_cache=True)
     text = heldout if heldout is not None else heldout_text(run.corpus.text)
     bits = heldout_bits(run, model, text)  # in this process too
+    # the memorisation test (milestones/memorisation.py): its sentences in an order drawn now
+    shuffled = heldout_bits(run, model, shuffled_sentences(text, np.random.default_rng()))
     return Measured(
         tokens_per_second=tokens_per_second(run, transforms, data_dir, repeats, untrusted),
         bytes=weight_bytes(model),
         bits_per_char=bits,
+        shuffled_bits_per_char=shuffled,
     )
 
 
@@ -335,6 +341,9 @@ def run_event(event_name: str, folder: Path, data_dir: Path | None, repeats: int
         if baseline is None:
             baseline = measure(folder, [], data_dir, repeats, untrusted, heldout)
         entry = measure(folder, manifest["transforms"], data_dir, repeats, untrusted, heldout)
+    # an entry that learned the held-out text is not ranked on it, whatever else it kept
+    broke = memorised(entry.bits_per_char, entry.shuffled_bits_per_char)
+    broke = broke or violation(rules, entry, baseline, budget)
     return {
         "event": rules.name,
         "name": manifest["name"],
@@ -343,8 +352,8 @@ def run_event(event_name: str, folder: Path, data_dir: Path | None, repeats: int
         "transforms": manifest["transforms"],
         "measured": asdict(entry),
         "baseline": asdict(baseline),
-        "violation": violation(rules, entry, baseline, budget),
-        "score": score(rules, entry, baseline, budget),
+        "violation": broke,
+        "score": 0.0 if broke else score(rules, entry, baseline, budget),
         "environment": environment(),
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -64,6 +64,7 @@ def test_quality_is_measured_on_the_instructors_own_text(klass):
     on_notes = contest.heldout_bits(loaded, loaded.model, contest.read_heldout(notes))
     default = contest.heldout_bits(loaded, loaded.model, contest.heldout_text(loaded.corpus.text))
     assert rows["*"]["bits_per_char"] == row["bits_per_char"]
+    assert row["violation"] is None and row["score"] > 0  # the memorisation test: not flagged
     assert row["bits_per_char"] == pytest.approx(on_notes, rel=1e-6)
     assert abs(on_notes - default) > 1e-3  # another text, another number
 

@@ -53,6 +53,8 @@ class Measured:
     bytes: int
     bits_per_char: float
     train_cpu_seconds: float = 0.0  # the quality event's training, measured by the tool
+    # bits/char on the held-out text, its sentences shuffled: the memorisation test (milestones)
+    shuffled_bits_per_char: float | None = None
 
     def metric(self, name: str) -> float:
         """The measurement an event ranks by name: tokens_per_second, bytes or bits_per_char."""

@@ -76,6 +76,8 @@ def run(
     else in it counts: the tool measures speed, size and held-out bits/char itself. For quality, its
     "train" entry ({"config": "tiny", "lr": 0.003, "batch_size": 16, "seed": 0}) says how the
     tool trains your model, and the baseline with the defaults, each for --budget CPU-seconds.
+    A run that learned the held-out text (its score rises by more than 0.04 bits/char when the
+    text's sentences are shuffled) scores 0.
     """
     from milestones import MilestoneError
     from milestones import olympics as contest

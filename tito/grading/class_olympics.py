@@ -8,6 +8,8 @@ measurements are the instructor's package's code. The run must have been trained
 corpus and stay within bounds (milestones.runs.check_untrusted). Everyone is measured against one
 baseline, the instructor's run given with --baseline (for quality: the default settings trained
 under the same budget), on the same machine, one submission after another so none share cores.
+Every entry also takes the memorisation test (milestones/memorisation.py); on the instructor's own
+held-out text, which no student has, it costs one more scoring pass and flags no honest entry.
 """
 
 from __future__ import annotations
