@@ -507,7 +507,7 @@ def test_the_modules_with_gradients_are_every_module_whose_solutions_return_some
 
 
 @pytest.mark.parametrize("number", GRADIENT_MODULES)
-def test_every_gradient_a_solution_cell_returns_is_graded(course, number):
+def test_every_gradient_a_solution_cell_returns_is_graded(course, number, record_property):
     """Each gradient of every backward in a solution cell, sign-flipped alone in its cell, costs
     a check that declares that cell and no other slipped cell of its submission; the
     submission loses nothing outside the checks of its slipped cells."""
@@ -522,6 +522,7 @@ def test_every_gradient_a_solution_cell_returns_is_graded(course, number):
         assert lost <= touched, f"module {number}: {[s.name for s in group]} cost {lost - touched}"
         for slip in group:
             own = [c for c in lost if slip.cell in found.checks[c]]
+            record_property(f"{number:02d} {slip.name}", " ".join(sorted(own)) or "nothing")
             if not own:
                 unseen.append(f"{slip.name} (cell '{slip.cell}')")
             assert all(not (slipped - {slip.cell}) & set(found.checks[c]) for c in own)
