@@ -734,5 +734,12 @@ def test_reductions(rng):
     (dmax,), g = local_grads(Max, (x,), rng, axis=(0, 2))
     winners = x == x.max(axis=(0, 2), keepdims=True)
     np.testing.assert_allclose(dmax, winners * g[None, :, None], rtol=1e-6)
+    # the given shape functions of this cell route each gradient back to where it came from
+    (dreshape,), g = local_grads(Reshape, (x,), rng, shape=(4, 6))
+    np.testing.assert_array_equal(dreshape, g.reshape(x.shape))
+    (dpermute,), g = local_grads(Permute, (x,), rng, axes=(2, 0, 1))
+    np.testing.assert_array_equal(dpermute, g.transpose(1, 2, 0))
+    (ditem,), g = local_grads(GetItem, (x,), rng, index=(slice(None), [0, 2, 0]))
     found = {"sum": total.data, "mean": mean.data, "max": peak.data}
-    return {**found, "dsum": dsum, "dmean": dmean, "dmax": dmax}
+    return {**found, "dsum": dsum, "dmean": dmean, "dmax": dmax, "dreshape": dreshape,
+            "dpermute": dpermute, "ditem": ditem}  # fmt: skip

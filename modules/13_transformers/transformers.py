@@ -612,8 +612,10 @@ def test_gpt_is_causal_and_generates(rng):
     tied = GPT(vocab_size=20, embed_dim=16, num_layers=1, num_heads=2, max_seq_len=8,
                tie_weights=True)  # fmt: skip
     randomise_norms(tied, rng)
+    tied_logits = tied(tokens)
+    backward_with(tied_logits, rng)  # the head's gradient reaches the shared embedding
     return {"logits": logits, "dparams": grads_of(gpt), "greedy": out,
-            "tied": tied(tokens).data}  # fmt: skip
+            "tied": tied_logits.data, "tied_dparams": grads_of(tied)}  # fmt: skip
 
 
 # %% nbgrader={"grade": true, "grade_id": "test-sample", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}

@@ -749,4 +749,9 @@ def test_llama_is_causal_and_generates(rng):
     np.testing.assert_array_equal(out, again)
     loss = llama(tokens)
     (loss * Tensor(rng.normal(size=loss.shape).astype(np.float32))).sum().backward()
-    return {"logits": logits, "dparams": grads_of(llama), "greedy": out}
+    tied = Llama(vocab_size=20, embed_dim=16, num_layers=1, num_heads=4, num_kv_heads=2,
+                 max_seq_len=8, multiple_of=8, tie_weights=True)  # fmt: skip
+    tied_logits = tied(tokens)  # the head's gradient reaches the shared embedding
+    (tied_logits * Tensor(rng.normal(size=tied_logits.shape).astype(np.float32))).sum().backward()
+    return {"logits": logits, "dparams": grads_of(llama), "greedy": out,
+            "tied": tied_logits.data, "tied_dparams": grads_of(tied)}  # fmt: skip

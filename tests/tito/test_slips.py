@@ -10,6 +10,11 @@ full marks on every other check. grades.csv names the lost checks as the reason.
 from __future__ import annotations
 
 import csv
+import importlib.util
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -19,6 +24,15 @@ from tito.curriculum.program import declared
 from tito.grading import course as course_folder
 from tito.grading import gradebook
 from tito.grading import nbgrader as grading
+from tito.grading.nbgrader import Outcome
+
+# a helper beside this file (tests/tito is on no import path, and stays out of the student edition)
+_spec = importlib.util.spec_from_file_location(
+    "gradient_slips", Path(__file__).with_name("gradient_slips.py")
+)
+gradient_slips = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = gradient_slips  # its dataclass looks its module up
+_spec.loader.exec_module(gradient_slips)
 
 # module -> solution cell -> (text of the reference, the slip that replaces it once)
 SLIPS = {
@@ -235,9 +249,70 @@ MORE = {
         "elementwise~sub-backward": ("return grad, -grad", "return grad, grad"),
         "matmul~backward": ("g @ np.swapaxes(b2, -1, -2)", "g @ b2"),
     },
+    12: {
+        "masks~future": ("k=past_len + 1)", "k=past_len + 2)"),  # one future key seen
+        "sdpa~no-mask": ("scores = scores + Tensor(mask)", "scores = scores"),
+        "mha~no-mask": (
+            "scaled_dot_product_attention(q, k, v, mask)",
+            "scaled_dot_product_attention(q, k, v)",
+        ),
+        "mha~heads-axis": (  # (B, T, H, D) where (B, H, T, D) belongs
+            "self.num_heads, self.head_dim).permute(0, 2, 1, 3)",
+            "self.num_heads, self.head_dim)",
+        ),
+    },
     13: {  # the tied output head without its transpose (issue 35: scored 9/9 before)
         "gpt~tied": ("x @ self.token_embedding.weight.T", "x @ self.token_embedding.weight"),
+        "gpt~untied": (  # the head's gradient never reaches the embedding
+            "x @ self.token_embedding.weight.T",
+            "x @ Tensor(self.token_embedding.weight.data.T)",
+        ),
+        "gpt~no-mask": ("x = block(x, mask=mask)", "x = block(x)"),
+        "block~no-mask": (
+            "x = x + self.attention(self.ln1(x), mask)",
+            "x = x + self.attention(self.ln1(x))",
+        ),
     },
+    17: {
+        "attention~no-mask": ("scores = scores + _mask(mask)", "scores = scores"),
+        "forward~no-mask": (
+            "mask = None if steps == 1 else causal_mask(steps, past_len=past)",
+            "mask = None",
+        ),
+    },
+    21: {
+        "attention~no-mask": (
+            "scaled_dot_product_attention(q, k, v, mask)",
+            "scaled_dot_product_attention(q, k, v)",
+        ),
+        "model~no-mask": ("x = block(x, mask, start, cache)", "x = block(x, None, start, cache)"),
+        "model~untied": (
+            "x @ self.token_embedding.weight.T",
+            "x @ Tensor(self.token_embedding.weight.data.T)",
+        ),
+    },
+}
+
+# the structural promises the lessons make, each broken by slips of SLIPS or MORE (module, key)
+PROMISES = {
+    "weight tying": [(13, "gpt~tied"), (13, "gpt~untied"), (21, "model~untied")],
+    "causality": [
+        (12, "masks~future"),
+        (12, "sdpa~no-mask"),
+        (12, "mha~no-mask"),
+        (13, "block~no-mask"),
+        (13, "gpt~no-mask"),
+        (17, "attention~no-mask"),
+        (17, "forward~no-mask"),
+        (21, "attention~no-mask"),
+        (21, "model~no-mask"),
+    ],
+    "shapes": [
+        (8, "lm-dataset"),  # windows of seq_len + 1 tokens
+        (9, "flatten"),
+        (12, "mha~heads-axis"),
+        (14, "parameters"),  # the name's depth
+    ],
 }
 
 
@@ -275,46 +350,109 @@ def slipped(source, cell_id: str, old: str, new: str):
     return nb
 
 
+@dataclass
+class Graded:
+    """What one module's autograde found: its checks and each planted submission's outcome."""
+
+    checks: dict[str, tuple[str, ...]]  # check -> the solution cells it declares
+    slips: dict[str, Outcome]  # "<cell>" or "<cell>~<name>" (SLIPS, MORE)
+    alternatives: dict[str, Outcome]  # "<cell>~<name>" (ALTERNATIVES)
+    gradients: list[tuple[list, Outcome]]  # (the gradient slips planted together, outcome)
+
+
+def modules_needed(items) -> set[int]:
+    """The modules the selected tests of this file grade (a run with -k grades only those)."""
+    needed = set()
+    for item in items:
+        if Path(str(item.path)).name != Path(__file__).name:
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        needed |= {params["number"]} if "number" in params else set()
+        needed |= {number for number, _ in PROMISES.get(params.get("promise"), [])}
+        if item.name.startswith("test_grades_csv"):
+            needed.add(13)
+    return needed
+
+
+# the modules whose slips take the longest (their demo cells run before every check), graded
+# first so that the workers finish together
+LONGEST = (18, 14, 1, 9, 21, 13)
+WORKERS = 2  # modules graded side by side, each autograde with two jobs
+
+
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    """One course folder for every module's slips, and what was graded in it so far."""
+def course(tmp_path_factory, request):
+    """One course folder, and every module the selected tests need, graded in it: each module
+    by one autograde of all its planted submissions (two jobs), two modules at a time. A module
+    whose grading raised holds the exception, which its tests raise."""
     folder = tmp_path_factory.mktemp("course")
     course_folder.init_course(folder, timeout=20)
-    return folder, {}
+    needed = modules_needed(request.session.items)
+    prepared = {number: plant(folder, number) for number in sorted(needed)}  # writes gradebook
+    order = [n for n in LONGEST if n in needed] + [n for n in sorted(needed) if n not in LONGEST]
+    with ThreadPoolExecutor(WORKERS) as pool:
+        running = {n: pool.submit(grading.autograde, folder, find(n), None, 2) for n in order}
+        found = {}
+        for number, future in running.items():
+            try:
+                found[number] = result(prepared[number], future.result())
+            except Exception as err:  # noqa: BLE001 - raised again by that module's tests
+                found[number] = err
+    return folder, found
 
 
-def graded(course, number: int):
-    """(check -> declared cells, slipped student -> outcome) of one module, graded once."""
-    folder, found = course
-    if number not in found:
-        module = find(number)
-        grading.generate(folder, module)
-        name = grading.notebook_file(module)
-        source = nbformat.read(folder / "source" / module.name / name, as_version=4)
-        planted = {f"slip-{k}": v for k, v in {**SLIPS[number], **MORE.get(number, {})}.items()}
-        planted |= {f"alt-{k}": v for k, v in ALTERNATIVES.get(number, {}).items()}
-        for student, (old, new) in planted.items():
-            target = folder / "submitted" / student / module.name / name
-            target.parent.mkdir(parents=True)
-            cell = student.split("-", 1)[1].split("~")[0]
-            nbformat.write(slipped(source, cell, old, new), target)
-        outcomes = grading.autograde(folder, module, jobs=2)
-        checks = {
-            _meta(c)["grade_id"]: declared(c.source)
-            for c in source.cells
-            if _meta(c).get("grade") and not _meta(c).get("solution")
-        }
-        found[number] = (
-            checks,
-            {o.student.removeprefix("slip-"): o for o in outcomes if o.student.startswith("slip-")},
-            {o.student.removeprefix("alt-"): o for o in outcomes if o.student.startswith("alt-")},
-        )
+def plant(folder: Path, number: int):
+    """Release module `number` in the course and write every planted submission of it:
+    (its checks, the gradient slips' groups)."""
+    module = find(number)
+    grading.generate(folder, module)
+    name = grading.notebook_file(module)
+    source = nbformat.read(folder / "source" / module.name / name, as_version=4)
+    checks = {
+        _meta(c)["grade_id"]: declared(c.source)
+        for c in source.cells
+        if _meta(c).get("grade") and not _meta(c).get("solution")
+    }
+    planted = {f"slip-{k}": v for k, v in {**SLIPS[number], **MORE.get(number, {})}.items()}
+    planted |= {f"alt-{k}": v for k, v in ALTERNATIVES.get(number, {}).items()}
+    notebooks = {}
+    for student, (old, new) in planted.items():
+        cell = student.split("-", 1)[1].split("~")[0]
+        notebooks[student] = slipped(source, cell, old, new)
+    groups = gradient_slips.submissions(gradient_slips.module_slips(source), checks)
+    for index, group in enumerate(groups):
+        notebooks[f"grad-{index}"] = gradient_slips.planted(source, group)
+    for student, notebook in notebooks.items():
+        target = folder / "submitted" / student / module.name / name
+        target.parent.mkdir(parents=True)
+        nbformat.write(notebook, target)
+    return checks, groups
+
+
+def result(prepared, found: list[Outcome]) -> Graded:
+    checks, groups = prepared
+    outcomes = {o.student: o for o in found}
+    return Graded(
+        checks,
+        {s.removeprefix("slip-"): o for s, o in outcomes.items() if s.startswith("slip-")},
+        {s.removeprefix("alt-"): o for s, o in outcomes.items() if s.startswith("alt-")},
+        [(group, outcomes[f"grad-{i}"]) for i, group in enumerate(groups)],
+    )
+
+
+def graded(course, number: int) -> Graded:
+    """What module `number`'s autograde found: every slip of SLIPS, MORE, ALTERNATIVES and
+    every gradient slip of the module (tests/tito/gradient_slips.py)."""
+    _, found = course
+    if isinstance(found[number], BaseException):
+        raise found[number]
     return found[number]
 
 
 @pytest.mark.parametrize("number", sorted(SLIPS))
 def test_a_slip_costs_the_checks_that_declare_its_cell_and_nothing_else(course, number):
-    checks, outcomes, _ = graded(course, number)
+    found = graded(course, number)
+    checks, outcomes = found.checks, found.slips
     solutions = {cell for cells in checks.values() for cell in cells}
     assert set(SLIPS[number]) == solutions  # one slip for every solution cell
     assert set(outcomes) == set(SLIPS[number]) | set(MORE.get(number, {}))
@@ -331,7 +469,7 @@ def test_a_slip_costs_the_checks_that_declare_its_cell_and_nothing_else(course, 
 
 
 def test_grades_csv_names_every_lost_check_and_its_function(course):
-    _, outcomes, _ = graded(course, 13)
+    outcomes = graded(course, 13).slips
     gradebook.export_csv(course[0], course[0] / "grades.csv")
     with open(course[0] / "grades.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -345,9 +483,61 @@ def test_grades_csv_names_every_lost_check_and_its_function(course):
 
 @pytest.mark.parametrize("number", sorted(ALTERNATIVES))
 def test_a_correct_answer_written_another_way_keeps_full_marks(course, number):
-    _, _, alternatives = graded(course, number)
+    alternatives = graded(course, number).alternatives
     assert set(alternatives) == set(ALTERNATIVES[number])
     for student, outcome in alternatives.items():
         assert outcome.ok, (student, outcome.message)
         lost = [(c.grade_id, c.reason) for c in outcome.checks if not c.passed]
         assert lost == [], (student, lost)
+
+
+GRADIENT_MODULES = (1, 2, 3, 4, 9, 11, 16, 18, 21)
+
+
+def test_the_modules_with_gradients_are_every_module_whose_solutions_return_some(course):
+    """GRADIENT_MODULES lists every module with a backward in a solution cell, no other."""
+    folder, _ = course
+    found = set()
+    for number in range(1, 22):
+        module = find(number)
+        path = folder / "source" / module.name / grading.notebook_file(module)
+        if gradient_slips.module_slips(nbformat.read(path, as_version=4)):
+            found.add(number)
+    assert found == set(GRADIENT_MODULES)
+
+
+@pytest.mark.parametrize("number", GRADIENT_MODULES)
+def test_every_gradient_a_solution_cell_returns_is_graded(course, number, record_property):
+    """Each gradient of every backward in a solution cell, sign-flipped alone in its cell, costs
+    a check that declares that cell and no other slipped cell of its submission; the
+    submission loses nothing outside the checks of its slipped cells."""
+    found = graded(course, number)
+    assert found.gradients
+    unseen = []
+    for group, outcome in found.gradients:
+        assert outcome.ok, ([s.name for s in group], outcome.message)
+        slipped = {slip.cell for slip in group}
+        lost = {c.grade_id for c in outcome.checks if not c.passed}
+        touched = {check for check, cells in found.checks.items() if slipped & set(cells)}
+        assert lost <= touched, f"module {number}: {[s.name for s in group]} cost {lost - touched}"
+        for slip in group:
+            own = [c for c in lost if slip.cell in found.checks[c]]
+            record_property(f"{number:02d} {slip.name}", " ".join(sorted(own)) or "nothing")
+            if not own:
+                unseen.append(f"{slip.name} (cell '{slip.cell}')")
+            assert all(not (slipped - {slip.cell}) & set(found.checks[c]) for c in own)
+    assert unseen == [], f"module {number}: these gradient slips cost nothing: {unseen}"
+
+
+@pytest.mark.parametrize("promise", sorted(PROMISES))
+def test_every_structural_promise_is_part_of_some_check(course, promise):
+    """Each slip that breaks a promise of the lesson (weight tying, causality, shapes) costs a
+    check that declares its cell."""
+    for number, key in PROMISES[promise]:
+        assert key in {**SLIPS[number], **MORE.get(number, {})}, (number, key)
+        found = graded(course, number)
+        cell = key.split("~")[0]
+        lost = {c.grade_id for c in found.slips[key].checks if not c.passed}
+        assert {c for c in lost if cell in found.checks[c]}, (
+            f"module {number}: '{key}' cost nothing"
+        )
