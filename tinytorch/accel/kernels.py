@@ -30,6 +30,18 @@ def softmax_rows_(scores: np.ndarray) -> np.ndarray:
     return scores
 
 
+def heads_buffer(shape: tuple, dtype, count: int = 0) -> np.ndarray:
+    """An empty (B, H, T, d) array stored in (B, T, H, d) order, so merging its heads into
+    (B, T, H·d) is a reshape without a copy; `count` > 0 makes `count` of them as one
+    (count, B, H, T, d) array stored (B, T, count, H, d). Other ranks: a plain empty array."""
+    if len(shape) != 4:
+        return np.empty((count, *shape) if count else shape, dtype=dtype)
+    b, h, t, d = shape
+    if not count:
+        return np.empty((b, t, h, d), dtype=dtype).transpose(0, 2, 1, 3)
+    return np.empty((b, t, count, h, d), dtype=dtype).transpose(2, 0, 3, 1, 4)
+
+
 def _attention_weights(q, k, mask, scale) -> np.ndarray:
     """softmax(q kᵀ · scale + mask) as a fresh (..., T_q, T_k) array."""
     scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk)
@@ -46,7 +58,8 @@ class FusedAttention(Function):
         q, k, v = qkv[0] if self.packed else qkv
         self.scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
         weights = _attention_weights(q, k, mask, self.scale)
-        out = weights @ v  # (..., Tq, Dv)
+        out = heads_buffer((*weights.shape[:-1], v.shape[-1]), v.dtype)
+        np.matmul(weights, v, out=out)  # (..., Tq, Dv)
         if on_weights is not None:
             on_weights(weights)
         self.q, self.k, self.v, self.out, self.mask = q, k, v, out, mask
@@ -59,20 +72,25 @@ class FusedAttention(Function):
         if w is None:  # recomputed instead of kept
             w = _attention_weights(q, k, self.mask, self.scale)
         need_q, need_k, need_v = (self.needs_grad * 3) if self.packed else self.needs_grad
-        dq = dk = dv = None
+        if self.packed:  # one packed gradient, its three parts written in place
+            packed = heads_buffer(q.shape, q.dtype, count=3)
+            dq, dk, dv = packed
+        else:
+            dq, dk, dv = (heads_buffer(a.shape, a.dtype) if need else None
+                          for a, need in zip((q, k, v), self.needs_grad))  # fmt: skip
         if need_v:
-            dv = np.swapaxes(w, -1, -2) @ grad  # (..., Tk, Dv)
+            np.matmul(np.swapaxes(w, -1, -2), grad, out=dv)  # (..., Tk, Dv)
         if need_q or need_k:
-            ds = grad @ np.swapaxes(v, -1, -2)  # dW, (..., Tq, Tk)
-            ds -= np.sum(grad * self.out, axis=-1, keepdims=True)  # rowsum(dW * W)
+            g = grad * self.scale  # scales dW and the correction, so dS comes out scaled
+            ds = g @ np.swapaxes(v, -1, -2)  # dW / sqrt(d), (..., Tq, Tk)
+            ds -= np.einsum("...d,...d->...", g, self.out)[..., None]  # rowsum(dW * W)
             ds *= w
-            ds *= self.scale
             if need_q:
-                dq = ds @ k  # (..., Tq, D)
+                np.matmul(ds, k, out=dq)  # (..., Tq, D)
             if need_k:
-                dk = np.swapaxes(ds, -1, -2) @ q  # (..., Tk, D)
-        if self.packed:  # one packed input, one packed gradient
-            return (np.array([dq, dk, dv]),)
+                np.matmul(np.swapaxes(ds, -1, -2), q, out=dk)  # (..., Tk, D)
+        if self.packed:
+            return (packed,)
         return dq, dk, dv
 
 
@@ -86,14 +104,14 @@ class QKVProjection(Function):
         rows = x.reshape(-1, embed)  # (B*T, E)
         weights, biases = params[:n], params[n:]
         self.rows = rows if any(self.needs_grad[1:]) else None
-        self.weights = weights if self.needs_grad[0] else None
-        y = np.empty((n, batch * steps, weights[0].shape[1]), dtype=x.dtype)
-        for i, w in enumerate(weights):
-            np.matmul(rows, w, out=y[i])  # (B*T, E) into the packed buffer
-        if has_bias:
-            y += np.array(biases)[:, None, :]
-        heads = y.reshape(n, batch, steps, num_heads, -1)  # (n, B, T, H, D)
-        out = np.ascontiguousarray(heads.transpose(0, 1, 3, 2, 4))  # (n, B, H, T, D)
+        self.weight = np.concatenate(weights, axis=1)  # (E, n*E): W_1 ... W_n side by side
+        y = rows @ self.weight  # (B*T, n*E): every projection in one product
+        view = y.reshape(batch, steps, n, num_heads, -1).transpose(2, 0, 3, 1, 4)  # (n, B, H, T, D)
+        out = np.empty(view.shape, dtype=x.dtype)
+        if has_bias:  # the copy into head order adds the biases on the way
+            np.add(view, np.concatenate(biases).reshape(n, 1, num_heads, 1, -1), out=out)
+        else:
+            np.copyto(out, view)
         return out[0] if n == 1 else out
 
     def backward(self, grad):
@@ -102,17 +120,13 @@ class QKVProjection(Function):
         gx = None
         gw, gb = [None] * n, [None] * len(need_b)
         grad = grad.reshape(n, *grad.shape[-4:])  # (n, B, H, T, D)
-        g = grad.transpose(0, 1, 3, 2, 4).reshape(n, batch * steps, -1)  # (n, B*T, E)
+        g = grad.transpose(1, 3, 0, 2, 4).reshape(batch * steps, -1)  # (B*T, n*E)
         if self.needs_grad[0]:
-            gx = g[0] @ self.weights[0].T  # (B*T, E)
-            for i in range(1, n):
-                gx += g[i] @ self.weights[i].T
-            gx = gx.reshape(self.x_shape)
-        for i in range(n):
-            if need_w[i]:
-                gw[i] = self.rows.T @ g[i]  # (E, E)
-            if self.has_bias and need_b[i]:
-                gb[i] = g[i].sum(axis=0)
+            gx = (g @ self.weight.T).reshape(self.x_shape)  # Σ g_i W_iᵀ in one product
+        if any(need_w):
+            gw = np.split(self.rows.T @ g, n, axis=1)  # (E, n*E) -> the n (E, E) blocks
+        if self.has_bias and any(need_b):
+            gb = np.split(g.sum(axis=0), n)
         return (gx, *gw, *gb)
 
 
@@ -133,7 +147,7 @@ class FusedLayerNorm(Function):
 
     def forward(self, x, gamma, beta, eps=1e-5):
         centred = x - mean_last(x)  # (..., C)
-        var = mean_last(centred * centred)  # (..., 1)
+        var = np.einsum("...c,...c->...", centred, centred)[..., None] / x.shape[-1]  # (..., 1)
         self.rstd = 1.0 / np.sqrt(var + eps)  # (..., 1)
         centred *= self.rstd  # x_hat, in the same buffer
         self.x_hat, self.gamma = centred, gamma
@@ -144,54 +158,85 @@ class FusedLayerNorm(Function):
     def backward(self, grad):
         x_hat = self.x_hat
         gx = ggamma = gbeta = None
-        if self.needs_grad[0]:
-            g = grad * self.gamma  # gradient with respect to x_hat
-            gx = g - mean_last(g)
-            gx -= x_hat * mean_last(g * x_hat)
-            gx *= self.rstd
+        size = x_hat.shape[-1]
+        dy_xhat = grad * x_hat  # dgamma's terms; through gamma, also mean(g * x_hat)
         if self.needs_grad[1]:
-            ggamma = sum_leading(grad * x_hat)
+            ggamma = sum_leading(dy_xhat)
         if self.needs_grad[2]:
             gbeta = sum_leading(grad)
+        if self.needs_grad[0]:
+            mean_g = (grad @ self.gamma)[..., None] / size  # mean(g), g = grad * gamma
+            mean_gx = (dy_xhat @ self.gamma)[..., None] / size  # mean(g * x_hat)
+            gx = grad * self.gamma  # g, the gradient with respect to x_hat
+            gx -= mean_g
+            gx -= np.multiply(x_hat, mean_gx, out=dy_xhat)  # dy_xhat's buffer, used up
+            gx *= self.rstd
         return gx, ggamma, gbeta
 
 
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """t = tanh(s (x + c x³)) in one new buffer."""
-    t = x * x
+BLOCK = 1 << 16  # values per block: 256 KiB of float32, so a few blocks stay in the core's cache
+
+
+def blocks(size: int, block: int = BLOCK) -> list[slice]:
+    """Slices covering `range(size)`, `block` values each (the last may be shorter)."""
+    return [slice(start, start + block) for start in range(0, size, block)]
+
+
+def _gelu_tanh(x: np.ndarray, t: np.ndarray) -> None:
+    """t = tanh(s (x + c x³)), written into t."""
+    np.multiply(x, x, out=t)
     t *= GELU_SCALE * GELU_CUBIC
     t += GELU_SCALE
     t *= x
     np.tanh(t, out=t)
-    return t
+
+
+def _gelu_slope(x, t, grad, out, spare) -> None:
+    """out = grad * dGELU/dx, from x and t = tanh(u); `spare` is scratch of the same size."""
+    np.multiply(x, x, out=out)  # q = x (½ s + 3/2 s c x²) = ½ x u'
+    out *= 1.5 * GELU_SCALE * GELU_CUBIC
+    out += 0.5 * GELU_SCALE
+    out *= x
+    np.subtract(1, t, out=spare)
+    out *= spare  # q (1 − t)
+    out += 0.5
+    np.add(t, 1, out=spare)
+    out *= spare  # (1 + t) (½ + q (1 − t))
+    out *= grad
 
 
 class FusedGELU(Function):
-    """GELU, tanh approximation, with one buffer per pass; `recompute` keeps only x."""
+    """GELU, tanh approximation, block by block; `recompute` keeps only x."""
 
     def forward(self, x, recompute=False):
-        t = _gelu_tanh(x)
-        self.x, self.t = x, None if recompute else t
-        out = t + 1
-        out *= x
-        out *= 0.5
-        return out
+        x = np.ascontiguousarray(x)  # flat views below need one memory order
+        flat, out = x.reshape(-1), np.empty(x.size, x.dtype)
+        t = None if recompute else np.empty_like(flat)
+        scratch = np.empty(min(x.size, BLOCK), x.dtype)
+        for part in blocks(x.size):
+            xs, os = flat[part], out[part]
+            ts = scratch[: xs.size] if recompute else t[part]
+            _gelu_tanh(xs, ts)
+            np.multiply(ts, 0.5, out=os)  # ½ x (1 + t)
+            os += 0.5
+            os *= xs
+        self.x, self.t = x, None if recompute else t.reshape(x.shape)
+        return out.reshape(x.shape)
 
     def backward(self, grad):
-        x = self.x
-        t = _gelu_tanh(x) if self.t is None else self.t
-        du = x * x  # du/dx = s * (1 + 3c x²)
-        du *= 3 * GELU_SCALE * GELU_CUBIC
-        du += GELU_SCALE
-        slope = t * t  # slope = ½(1 + t) + ½ x (1 − t²) du
-        np.subtract(1, slope, out=slope)
-        slope *= du
-        slope *= x
-        slope += t
-        slope += 1
-        slope *= 0.5
-        slope *= grad
-        return (slope,)
+        flat, grad = self.x.reshape(-1), np.ascontiguousarray(grad).reshape(-1)
+        kept = None if self.t is None else self.t.reshape(-1)
+        slope = np.empty_like(flat)
+        spare, scratch = (np.empty(min(flat.size, BLOCK), flat.dtype) for _ in range(2))
+        for part in blocks(flat.size):
+            xs = flat[part]
+            if kept is None:  # recomputed: t of this block only, while x is in cache
+                ts = scratch[: xs.size]
+                _gelu_tanh(xs, ts)
+            else:
+                ts = kept[part]
+            _gelu_slope(xs, ts, grad[part], slope[part], spare[: xs.size])
+        return (slope.reshape(self.x.shape),)
 
 
 class SortedEmbeddingLookup(Function):
@@ -214,6 +259,6 @@ class SortedEmbeddingLookup(Function):
         return (out,)
 
 
-__all__ = ["GELU_SCALE", "GELU_CUBIC", "softmax_rows_", "FusedAttention",
-    "QKVProjection", "mean_last", "sum_leading", "FusedLayerNorm", "FusedGELU",
-    "SortedEmbeddingLookup"]  # fmt: skip
+__all__ = ["GELU_SCALE", "GELU_CUBIC", "softmax_rows_", "heads_buffer",
+    "FusedAttention", "QKVProjection", "mean_last", "sum_leading", "FusedLayerNorm",
+    "BLOCK", "blocks", "FusedGELU", "SortedEmbeddingLookup"]  # fmt: skip
