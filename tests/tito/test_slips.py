@@ -178,7 +178,7 @@ SLIPS = {
             "total = scores.sum(axis=-1, keepdims=True)",
             "total = scores.sum(axis=0, keepdims=True)",
         ),
-        "attention": ("g = grad * self.scale", "g = grad"),  # the scale forgotten
+        "attention": ("g = grad * scale", "g = grad"),  # the scale forgotten
         "projection": ("grad.transpose(1, 3, 0, 2, 4)", "grad.transpose(1, 2, 0, 3, 4)"),  # H, T
         "layernorm": ("gx -= mean_g\n", "gx += mean_g\n"),
         "gelu": ("    out += 0.5\n", "    out -= 0.5\n"),

@@ -15,6 +15,12 @@ from tinytorch.core.tensor import Function
 
 GELU_SCALE = math.sqrt(2.0 / math.pi)  # GELU's tanh approximation, as module 02 writes it
 GELU_CUBIC = 0.044715
+BLOCK = 1 << 16  # values per block: 256 KiB of float32, so a few blocks stay in the core's cache
+
+
+def blocks(size: int, block: int = BLOCK) -> list[slice]:
+    """Slices covering `range(size)`, `block` values each (the last may be shorter)."""
+    return [slice(start, start + block) for start in range(0, size, block)]
 
 
 def softmax_rows_(scores: np.ndarray) -> np.ndarray:
@@ -42,12 +48,43 @@ def heads_buffer(shape: tuple, dtype, count: int = 0) -> np.ndarray:
     return np.empty((b, t, count, h, d), dtype=dtype).transpose(2, 0, 3, 1, 4)
 
 
-def _attention_weights(q, k, mask, scale) -> np.ndarray:
-    """softmax(q kᵀ · scale + mask) as a fresh (..., T_q, T_k) array."""
-    scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk)
+def head_blocks(shape: tuple) -> list[slice]:
+    """Slices of the first axis of (..., Tq, Tk) scores, about BLOCK values each (at least one
+    row); one slice taking everything for two-dimensional scores."""
+    if len(shape) < 3:
+        return [slice(None)]
+    return blocks(shape[0], max(1, BLOCK // math.prod(shape[1:])))
+
+
+def _part(a, part: slice, ndim: int):
+    """Block `part` of an array that broadcasts against ndim-dimensional scores."""
+    if a is None or a.ndim < ndim or a.shape[0] == 1:
+        return a  # the same for every block
+    return a[part]
+
+
+def _attention_weights(q, k, mask, scale, out=None) -> np.ndarray:
+    """softmax(q kᵀ · scale + mask) (..., T_q, T_k), written into `out` (None: a fresh array)."""
+    scores = np.matmul(q * scale, np.swapaxes(k, -1, -2), out=out)  # (..., Tq, Tk)
     if mask is not None:
         scores += mask
     return softmax_rows_(scores)
+
+
+def _attention_grads(w, q, k, v, out, grad, scale, dq, dk, dv) -> None:
+    """One block's gradients, written into dq, dk and dv (None: not needed)."""
+    if dv is not None:
+        np.matmul(np.swapaxes(w, -1, -2), grad, out=dv)  # (..., Tk, Dv)
+    if dq is None and dk is None:
+        return
+    g = grad * scale  # scales dW and the correction, so dS comes out scaled
+    ds = g @ np.swapaxes(v, -1, -2)  # dW / sqrt(d), (..., Tq, Tk)
+    ds -= np.einsum("...d,...d->...", g, out)[..., None]  # rowsum(dW * W)
+    ds *= w
+    if dq is not None:
+        np.matmul(ds, k, out=dq)  # (..., Tq, D)
+    if dk is not None:
+        np.matmul(np.swapaxes(ds, -1, -2), q, out=dk)  # (..., Tk, D)
 
 
 class FusedAttention(Function):
@@ -57,41 +94,40 @@ class FusedAttention(Function):
         self.packed = len(qkv) == 1
         q, k, v = qkv[0] if self.packed else qkv
         self.scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
-        weights = _attention_weights(q, k, mask, self.scale)
-        out = heads_buffer((*weights.shape[:-1], v.shape[-1]), v.dtype)
-        np.matmul(weights, v, out=out)  # (..., Tq, Dv)
+        self.lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        self.shape = (*self.lead, q.shape[-2], k.shape[-2])  # the scores (..., Tq, Tk)
+        kept = None if recompute and on_weights is None else np.empty(self.shape, q.dtype)
+        out = heads_buffer((*self.shape[:-1], v.shape[-1]), v.dtype)  # (..., Tq, Dv)
+        n = len(self.shape)
+        for part in head_blocks(self.shape):
+            qp, kp, vp, mp = (_part(a, part, n) for a in (q, k, v, mask))
+            w = _attention_weights(qp, kp, mp, self.scale, None if kept is None else kept[part])
+            np.matmul(w, vp, out=out[part])
         if on_weights is not None:
-            on_weights(weights)
+            on_weights(kept)
         self.q, self.k, self.v, self.out, self.mask = q, k, v, out, mask
-        self.weights = None if recompute else weights
+        self.weights = None if recompute else kept
         return out
 
     def backward(self, grad):
-        q, k, v = self.q, self.k, self.v
-        w = self.weights
-        if w is None:  # recomputed instead of kept
-            w = _attention_weights(q, k, self.mask, self.scale)
-        need_q, need_k, need_v = (self.needs_grad * 3) if self.packed else self.needs_grad
+        q, k, v, n = self.q, self.k, self.v, len(self.shape)
         if self.packed:  # one packed gradient, its three parts written in place
-            packed = heads_buffer(q.shape, q.dtype, count=3)
-            dq, dk, dv = packed
-        else:
-            dq, dk, dv = (heads_buffer(a.shape, a.dtype) if need else None
-                          for a, need in zip((q, k, v), self.needs_grad))  # fmt: skip
-        if need_v:
-            np.matmul(np.swapaxes(w, -1, -2), grad, out=dv)  # (..., Tk, Dv)
-        if need_q or need_k:
-            g = grad * self.scale  # scales dW and the correction, so dS comes out scaled
-            ds = g @ np.swapaxes(v, -1, -2)  # dW / sqrt(d), (..., Tq, Tk)
-            ds -= np.einsum("...d,...d->...", g, self.out)[..., None]  # rowsum(dW * W)
-            ds *= w
-            if need_q:
-                np.matmul(ds, k, out=dq)  # (..., Tq, D)
-            if need_k:
-                np.matmul(np.swapaxes(ds, -1, -2), q, out=dk)  # (..., Tk, D)
+            packed = heads_buffer((*self.lead, *q.shape[-2:]), q.dtype, count=3)
+            grads = list(packed) if self.needs_grad[0] else [None] * 3
+        else:  # in the broadcast shape; the engine sums broadcast axes away
+            grads = [heads_buffer((*self.lead, *a.shape[-2:]), a.dtype) if need else None
+                     for a, need in zip((q, k, v), self.needs_grad)]  # fmt: skip
+        for part in head_blocks(self.shape):
+            qp, kp, vp = (_part(a, part, n) for a in (q, k, v))
+            if self.weights is None:  # recomputed, this block only
+                w = _attention_weights(qp, kp, _part(self.mask, part, n), self.scale)
+            else:
+                w = self.weights[part]
+            dq, dk, dv = (None if d is None else d[part] for d in grads)
+            _attention_grads(w, qp, kp, vp, self.out[part], grad[part], self.scale, dq, dk, dv)
         if self.packed:
-            return (packed,)
-        return dq, dk, dv
+            return (packed if self.needs_grad[0] else None,)
+        return tuple(grads)
 
 
 class QKVProjection(Function):
@@ -174,14 +210,6 @@ class FusedLayerNorm(Function):
         return gx, ggamma, gbeta
 
 
-BLOCK = 1 << 16  # values per block: 256 KiB of float32, so a few blocks stay in the core's cache
-
-
-def blocks(size: int, block: int = BLOCK) -> list[slice]:
-    """Slices covering `range(size)`, `block` values each (the last may be shorter)."""
-    return [slice(start, start + block) for start in range(0, size, block)]
-
-
 def _gelu_tanh(x: np.ndarray, t: np.ndarray) -> None:
     """t = tanh(s (x + c x³)), written into t."""
     np.multiply(x, x, out=t)
@@ -259,6 +287,6 @@ class SortedEmbeddingLookup(Function):
         return (out,)
 
 
-__all__ = ["GELU_SCALE", "GELU_CUBIC", "softmax_rows_", "heads_buffer",
-    "FusedAttention", "QKVProjection", "mean_last", "sum_leading", "FusedLayerNorm",
-    "BLOCK", "blocks", "FusedGELU", "SortedEmbeddingLookup"]  # fmt: skip
+__all__ = ["GELU_SCALE", "GELU_CUBIC", "BLOCK", "blocks", "softmax_rows_",
+    "heads_buffer", "head_blocks", "FusedAttention", "QKVProjection", "mean_last",
+    "sum_leading", "FusedLayerNorm", "FusedGELU", "SortedEmbeddingLookup"]  # fmt: skip
