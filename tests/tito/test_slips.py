@@ -174,10 +174,7 @@ SLIPS = {
         "generate": ("past < model.max_seq_len", "past <= model.max_seq_len"),
     },
     18: {
-        "softmax": (
-            "total = scores.sum(axis=-1, keepdims=True)",
-            "total = scores.sum(axis=0, keepdims=True)",
-        ),
+        "softmax": ("    np.reciprocal(total, out=total)\n", ""),  # the sums multiplied in
         "attention": ("g = grad * scale", "g = grad"),  # the scale forgotten
         "projection": ("grad.transpose(1, 3, 0, 2, 4)", "grad.transpose(1, 2, 0, 3, 4)"),  # H, T
         "layernorm": ("gx -= mean_g\n", "gx += mean_g\n"),

@@ -29,7 +29,7 @@ def softmax_rows_(scores: np.ndarray) -> np.ndarray:
     peak[np.isneginf(peak)] = 0  # fully blocked row: exp(-inf - 0) = 0, not nan
     np.subtract(scores, peak, out=scores)
     np.exp(scores, out=scores)
-    total = scores.sum(axis=-1, keepdims=True)
+    total = (scores @ np.ones(scores.shape[-1], scores.dtype))[..., None]  # the row sums
     total[total == 0] = 1  # fully blocked row stays all zeros
     np.reciprocal(total, out=total)
     scores *= total
