@@ -254,9 +254,10 @@ class QKVProjection(Function):
         rows = x.reshape(-1, embed)  # (B*T, E)
         weights, biases = params[:n], params[n:]
         self.rows = rows if any(self.needs_grad[1:]) else None
-        self.weight = np.concatenate(weights, axis=1)  # (E, n*E): W_1 ... W_n side by side
+        self.weights = weights if self.needs_grad[0] else None
+        weight = np.concatenate(weights, axis=1)  # (E, n*E): W_1 ... W_n side by side
         ### BEGIN SOLUTION
-        y = rows @ self.weight  # (B*T, n*E): every projection in one product
+        y = rows @ weight  # (B*T, n*E): every projection in one product
         view = y.reshape(batch, steps, n, num_heads, -1).transpose(2, 0, 3, 1, 4)  # (n, B, H, T, D)
         out = np.empty(view.shape, dtype=x.dtype)
         if has_bias:  # the copy into head order adds the biases on the way
@@ -275,7 +276,8 @@ class QKVProjection(Function):
         grad = grad.reshape(n, *grad.shape[-4:])  # (n, B, H, T, D)
         g = grad.transpose(1, 3, 0, 2, 4).reshape(batch * steps, -1)  # (B*T, n*E)
         if self.needs_grad[0]:
-            gx = (g @ self.weight.T).reshape(self.x_shape)  # Σ g_i W_iᵀ in one product
+            weight = np.concatenate(self.weights, axis=1)  # (E, n*E), as in the forward
+            gx = (g @ weight.T).reshape(self.x_shape)  # Σ g_i W_iᵀ in one product
         if any(need_w):
             gw = np.split(self.rows.T @ g, n, axis=1)  # (E, n*E) -> the n (E, E) blocks
         if self.has_bias and any(need_b):
