@@ -180,36 +180,56 @@ def sum_leading(a: np.ndarray) -> np.ndarray:
     return np.ones(len(rows), dtype=a.dtype) @ rows
 
 
+def _layernorm_rows(x, gamma, beta, eps, out, x_hat, rstd) -> None:
+    """One block of rows (rows, C): out = gamma * x_hat + beta, keeping x_hat and rstd."""
+    np.subtract(x, mean_last(x), out=x_hat)  # centred, in x_hat's buffer
+    var = np.einsum("...c,...c->...", x_hat, x_hat)[..., None] / x.shape[-1]  # (rows, 1)
+    np.sqrt(var + eps, out=rstd)
+    np.reciprocal(rstd, out=rstd)  # 1 / sqrt(var + eps)
+    x_hat *= rstd
+    np.multiply(x_hat, gamma, out=out)
+    out += beta
+
+
+def _layernorm_grads(grad, x_hat, rstd, gamma, gx, ggamma, gbeta) -> None:
+    """One block of rows: gx (None: not needed), and its sums added into ggamma and gbeta."""
+    dy_xhat = grad * x_hat  # dgamma's terms; through gamma, also mean(g * x_hat)
+    if ggamma is not None:
+        ggamma += sum_leading(dy_xhat)
+    if gbeta is not None:
+        gbeta += sum_leading(grad)
+    if gx is not None:
+        size = x_hat.shape[-1]
+        mean_g = (grad @ gamma)[..., None] / size  # mean(g), g = grad * gamma
+        mean_gx = (dy_xhat @ gamma)[..., None] / size  # mean(g * x_hat)
+        np.multiply(grad, gamma, out=gx)  # g, the gradient with respect to x_hat
+        gx -= mean_g
+        gx -= np.multiply(x_hat, mean_gx, out=dy_xhat)  # dy_xhat's buffer, used up
+        gx *= rstd
+
+
 class FusedLayerNorm(Function):
     """Layer norm over the last axis, one node: y = gamma * (x - mean) / sqrt(var + eps) + beta."""
 
     def forward(self, x, gamma, beta, eps=1e-5):
-        centred = x - mean_last(x)  # (..., C)
-        var = np.einsum("...c,...c->...", centred, centred)[..., None] / x.shape[-1]  # (..., 1)
-        self.rstd = 1.0 / np.sqrt(var + eps)  # (..., 1)
-        centred *= self.rstd  # x_hat, in the same buffer
-        self.x_hat, self.gamma = centred, gamma
-        out = centred * gamma
-        out += beta
-        return out
+        rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])  # (rows, C)
+        out, self.x_hat = np.empty_like(rows), np.empty_like(rows)
+        self.rstd, self.gamma, self.shape = np.empty((len(rows), 1), rows.dtype), gamma, x.shape
+        for part in blocks(len(rows), max(1, BLOCK // max(rows.shape[1], 1))):
+            _layernorm_rows(rows[part], gamma, beta, eps, out[part], self.x_hat[part],
+                            self.rstd[part])  # fmt: skip
+        return out.reshape(x.shape)
 
     def backward(self, grad):
         x_hat = self.x_hat
-        gx = ggamma = gbeta = None
-        size = x_hat.shape[-1]
-        dy_xhat = grad * x_hat  # dgamma's terms; through gamma, also mean(g * x_hat)
-        if self.needs_grad[1]:
-            ggamma = sum_leading(dy_xhat)
-        if self.needs_grad[2]:
-            gbeta = sum_leading(grad)
-        if self.needs_grad[0]:
-            mean_g = (grad @ self.gamma)[..., None] / size  # mean(g), g = grad * gamma
-            mean_gx = (dy_xhat @ self.gamma)[..., None] / size  # mean(g * x_hat)
-            gx = grad * self.gamma  # g, the gradient with respect to x_hat
-            gx -= mean_g
-            gx -= np.multiply(x_hat, mean_gx, out=dy_xhat)  # dy_xhat's buffer, used up
-            gx *= self.rstd
-        return gx, ggamma, gbeta
+        grad = np.ascontiguousarray(grad).reshape(x_hat.shape)
+        gx = np.empty_like(x_hat) if self.needs_grad[0] else None
+        ggamma, gbeta = (np.zeros(x_hat.shape[1], x_hat.dtype) if need else None
+                         for need in self.needs_grad[1:3])  # fmt: skip
+        for part in blocks(len(x_hat), max(1, BLOCK // max(x_hat.shape[1], 1))):
+            _layernorm_grads(grad[part], x_hat[part], self.rstd[part], self.gamma,
+                             None if gx is None else gx[part], ggamma, gbeta)  # fmt: skip
+        return None if gx is None else gx.reshape(self.shape), ggamma, gbeta
 
 
 def _gelu_tanh(x: np.ndarray, t: np.ndarray) -> None:
