@@ -51,8 +51,10 @@ GELU_CUBIC = 0.044715
 BLOCK = 1 << 16  # values per block: 256 KiB of float32, so a few blocks stay in the core's cache
 
 
-def blocks(size: int, block: int = BLOCK) -> list[slice]:
-    """Slices covering `range(size)`, `block` values each (the last may be shorter)."""
+def blocks(size: int, block: int | None = None) -> list[slice]:
+    """Slices covering `range(size)`, `block` values each (default BLOCK; the last may be
+    shorter)."""
+    block = BLOCK if block is None else block
     return [slice(start, start + block) for start in range(0, size, block)]
 
 
