@@ -145,12 +145,10 @@ class QKVProjection(Function):
         self.weights = weights if self.needs_grad[0] else None
         weight = np.concatenate(weights, axis=1)  # (E, n*E): W_1 ... W_n side by side
         y = rows @ weight  # (B*T, n*E): every projection in one product
-        view = y.reshape(batch, steps, n, num_heads, -1).transpose(2, 0, 3, 1, 4)  # (n, B, H, T, D)
-        out = np.empty(view.shape, dtype=x.dtype)
-        if has_bias:  # the copy into head order adds the biases on the way
-            np.add(view, np.concatenate(biases).reshape(n, 1, num_heads, 1, -1), out=out)
-        else:
-            np.copyto(out, view)
+        if has_bias:
+            y += np.concatenate(biases)  # b_1 ... b_n, each added to its block of columns
+        heads = y.reshape(batch, steps, n, num_heads, -1)  # (B, T, n, H, D)
+        out = np.ascontiguousarray(heads.transpose(2, 0, 3, 1, 4))  # (n, B, H, T, D)
         return out[0] if n == 1 else out
 
     def backward(self, grad):
