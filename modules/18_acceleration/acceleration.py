@@ -21,11 +21,11 @@
 #
 # | what | lesson | the fast version |
 # |---|---|---|
-# | softmax | 02 | in place: the scores become the weights |
-# | attention | 12 | one `Function` keeping only the weights, a hand-derived backward |
-# | q, k, v projections | 12 | one node writing three projections into one packed buffer |
-# | LayerNorm | 13 | one `Function`, reductions as matrix-vector products |
-# | GELU | 02 | one buffer per pass; optionally recomputed instead of kept |
+# | softmax | 02 | in place: the scores become the weights; fast row reductions |
+# | attention | 12 | one `Function`, blocks of the batch; keeps the weights or none |
+# | q, k, v projections | 12 | one node, one matrix product for all three, packed heads |
+# | LayerNorm | 13 | one `Function`, reductions as matrix-vector products, blocks of rows |
+# | GELU | 02 | in place, in cache-sized blocks; optionally recomputed instead of kept |
 # | embedding gradient | 11 | rows summed per id by sorting, not by `np.add.at` |
 # | AdamW | 06 | the update in one scratch buffer: no temporaries per parameter |
 #
