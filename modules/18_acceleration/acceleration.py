@@ -68,9 +68,10 @@ def blocks(size: int, block: int | None = None) -> list[slice]:
 # short rows slowly, one small loop per row. Two ways around it: the sums are a matrix-vector
 # product with a vector of ones, one fast product (`scores @ np.ones(n)`); and the row maximum
 # given a starting value, `scores.max(axis=-1, keepdims=True, initial=-np.inf)`, takes numpy's
-# faster loop (measured here on rows of 64 and 128 values: about 2.5 times faster than without). A row whose keys are
-# all blocked is all -inf, and -inf - (-inf) is NaN: use 0 as that row's maximum (it then
-# exponentiates to zeros) and leave the all-zero row as it is instead of dividing by zero.
+# faster loop (measured here on rows of 64 and 128 values: about 2.5 times faster than without).
+# A row whose keys are all blocked is all -inf, and -inf - (-inf) is NaN: use 0 as that row's
+# maximum (it then exponentiates to zeros) and leave the all-zero row as it is instead of
+# dividing by zero.
 
 
 # %% nbgrader={"grade": false, "grade_id": "softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
