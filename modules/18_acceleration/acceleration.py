@@ -21,11 +21,11 @@
 #
 # | what | lesson | the fast version |
 # |---|---|---|
-# | softmax | 02 | in place: the scores become the weights |
-# | attention | 12 | one `Function` keeping only the weights, a hand-derived backward |
-# | q, k, v projections | 12 | one node writing three projections into one packed buffer |
-# | LayerNorm | 13 | one `Function`, reductions as matrix-vector products |
-# | GELU | 02 | one buffer per pass; optionally recomputed instead of kept |
+# | softmax | 02 | in place: the scores become the weights; fast row reductions |
+# | attention | 12 | one `Function`, blocks of the batch; keeps the weights or none |
+# | q, k, v projections | 12 | one node, one matrix product for all three, packed heads |
+# | LayerNorm | 13 | one `Function`, reductions as matrix-vector products, blocks of rows |
+# | GELU | 02 | in place, in cache-sized blocks; optionally recomputed instead of kept |
 # | embedding gradient | 11 | rows summed per id by sorting, not by `np.add.at` |
 # | AdamW | 06 | the update in one scratch buffer: no temporaries per parameter |
 #
@@ -48,6 +48,15 @@ from tinytorch.core.tensor import Function
 
 GELU_SCALE = math.sqrt(2.0 / math.pi)  # GELU's tanh approximation, as module 02 writes it
 GELU_CUBIC = 0.044715
+BLOCK = 1 << 16  # values per block: 256 KiB of float32, so a few blocks stay in the core's cache
+
+
+def blocks(size: int, block: int | None = None) -> list[slice]:
+    """Slices covering `range(size)`, `block` values each (default BLOCK; the last may be
+    shorter)."""
+    block = BLOCK if block is None else block
+    return [slice(start, start + block) for start in range(0, size, block)]
+
 
 # %% [markdown]
 # ## 1. Softmax in place
@@ -55,9 +64,14 @@ GELU_CUBIC = 0.044715
 # Module 02's softmax makes three arrays. A `(B, H, T, T)` score array is the largest thing
 # attention makes, so here the scores *become* the weights: subtract the row maximum into the
 # same buffer (`np.subtract(s, peak, out=s)`), exponentiate in place, and multiply by the
-# reciprocal of the row sums (one division per row, not one per element). A row whose keys are
-# all blocked is all -inf, and -inf - (-inf) is NaN: use 0 as that row's maximum (it then
-# exponentiates to zeros) and leave the all-zero row as it is instead of dividing by zero.
+# reciprocal of the row sums (one division per row, not one per element). numpy reduces many
+# short rows slowly, one small loop per row. Two ways around it: the sums are a matrix-vector
+# product with a vector of ones, one fast product (`scores @ np.ones(n)`); and the row maximum
+# given a starting value, `scores.max(axis=-1, keepdims=True, initial=-np.inf)`, takes numpy's
+# faster loop (measured here on rows of 64 and 128 values: about 2.5 times faster than without).
+# A row whose keys are all blocked is all -inf, and -inf - (-inf) is NaN: use 0 as that row's
+# maximum (it then exponentiates to zeros) and leave the all-zero row as it is instead of
+# dividing by zero.
 
 
 # %% nbgrader={"grade": false, "grade_id": "softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -65,11 +79,11 @@ GELU_CUBIC = 0.044715
 def softmax_rows_(scores: np.ndarray) -> np.ndarray:
     """Softmax over the last axis, written into `scores` itself; all -inf rows become zeros."""
     ### BEGIN SOLUTION
-    peak = scores.max(axis=-1, keepdims=True)
+    peak = scores.max(axis=-1, keepdims=True, initial=-np.inf)  # the starting value: faster
     peak[np.isneginf(peak)] = 0  # fully blocked row: exp(-inf - 0) = 0, not nan
     np.subtract(scores, peak, out=scores)
     np.exp(scores, out=scores)
-    total = scores.sum(axis=-1, keepdims=True)
+    total = (scores @ np.ones(scores.shape[-1], scores.dtype))[..., None]  # the row sums
     total[total == 0] = 1  # fully blocked row stays all zeros
     np.reciprocal(total, out=total)
     scores *= total
@@ -90,25 +104,84 @@ def softmax_rows_(scores: np.ndarray) -> np.ndarray:
 #
 # The correction `rowsum(dW ⊙ W)`, a `(T_q, T_k)` product, equals `rowsum(dO ⊙ O)`
 # (`Σ_j dW_ij W_ij = Σ_j Σ_e dO_ie v_je W_ij = Σ_e dO_ie O_ie`), a `(T_q, d)` one. Scale q rather
-# than the scores (`T·d` multiplications instead of `T·T`), and compute only the gradients
-# someone needs (`self.needs_grad`; none at generation time).
+# than the scores (`T·d` multiplications instead of `T·T`), and in the backward scale `dO` once
+# (`g = dO / sqrt(d)`): `dW` and the correction, both made from it, come out scaled, so `dS`
+# needs no pass of its own. The correction is a dot product per row; `np.einsum("...d,...d->...",
+# g, out)` computes it without the `(..., T, d)` product array `np.sum(g * out, -1)` would make.
+#
+# The given code runs both directions a block of the batch at a time (`head_blocks`: about
+# `BLOCK` score values each), so a block's scores, weights and `dS` stay in the core's cache
+# from the product that makes them to the product that uses them. You write one block:
+# `_attention_weights(q, k, mask, scale, out)` puts the weights into `out` (the kept weights'
+# block, or a fresh array when `out` is None), and `_attention_grads(w, q, k, v, out, grad,
+# scale, dq, dk, dv)` writes the block's gradients into the arrays it is handed
+# (`np.matmul(a, b, out=dq)`; None: nobody needs that one, none at generation time). For
+# `(B, H, T, d)` heads the given code stores the output and the gradients in `(B, T, H, d)` memory
+# order (`heads_buffer`), so the caller's merge of the heads back into `(B, T, H·d)` and section
+# 3's backward read them without a copy.
 #
 # **Recomputation.** The weights are `(B, H, T, T)` per layer, the largest array training keeps.
-# With `recompute=True` the forward drops them and the backward recomputes them from q, k and the
-# mask: one more product and softmax per layer for a smaller peak. The given `forward` takes three
-# arrays or one packed `(3, ..., T, d)` array (section 3's output), for which the backward returns
-# one packed gradient; `on_weights`, if given, is called with the weights.
+# With `recompute=True` the forward keeps none of them and the backward recomputes each block's
+# from q, k and the mask, in cache: one more product and softmax per layer for a smaller peak.
+# The given `forward` takes three arrays or one packed `(3, ..., T, d)` array (section 3's
+# output), for which the backward returns one packed gradient; `on_weights`, if given, is called
+# with the weights.
 
 
 # %% nbgrader={"grade": false, "grade_id": "attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
-def _attention_weights(q, k, mask, scale) -> np.ndarray:
-    """softmax(q kᵀ · scale + mask) as a fresh (..., T_q, T_k) array."""
+def heads_buffer(shape: tuple, dtype, count: int = 0) -> np.ndarray:
+    """An empty (B, H, T, d) array stored in (B, T, H, d) order, so merging its heads into
+    (B, T, H·d) is a reshape without a copy; `count` > 0 makes `count` of them as one
+    (count, B, H, T, d) array stored (B, T, count, H, d). Other ranks: a plain empty array."""
+    if len(shape) != 4:
+        return np.empty((count, *shape) if count else shape, dtype=dtype)
+    b, h, t, d = shape
+    if not count:
+        return np.empty((b, t, h, d), dtype=dtype).transpose(0, 2, 1, 3)
+    return np.empty((b, t, count, h, d), dtype=dtype).transpose(2, 0, 3, 1, 4)
+
+
+def head_blocks(shape: tuple) -> list[slice]:
+    """Slices of the first axis of (..., Tq, Tk) scores, about BLOCK values each (at least one
+    row); one slice taking everything for two-dimensional scores."""
+    if len(shape) < 3:
+        return [slice(None)]
+    return blocks(shape[0], max(1, BLOCK // math.prod(shape[1:])))
+
+
+def _part(a, part: slice, ndim: int):
+    """Block `part` of an array that broadcasts against ndim-dimensional scores."""
+    if a is None or a.ndim < ndim or a.shape[0] == 1:
+        return a  # the same for every block
+    return a[part]
+
+
+def _attention_weights(q, k, mask, scale, out=None) -> np.ndarray:
+    """softmax(q kᵀ · scale + mask) (..., T_q, T_k), written into `out` (None: a fresh array)."""
     ### BEGIN SOLUTION
-    scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk)
+    scores = np.matmul(q * scale, np.swapaxes(k, -1, -2), out=out)  # (..., Tq, Tk)
     if mask is not None:
         scores += mask
     return softmax_rows_(scores)
+    ### END SOLUTION
+
+
+def _attention_grads(w, q, k, v, out, grad, scale, dq, dk, dv) -> None:
+    """One block's gradients, written into dq, dk and dv (None: not needed)."""
+    ### BEGIN SOLUTION
+    if dv is not None:
+        np.matmul(np.swapaxes(w, -1, -2), grad, out=dv)  # (..., Tk, Dv)
+    if dq is None and dk is None:
+        return
+    g = grad * scale  # scales dW and the correction, so dS comes out scaled
+    ds = g @ np.swapaxes(v, -1, -2)  # dW / sqrt(d), (..., Tq, Tk)
+    ds -= np.einsum("...d,...d->...", g, out)[..., None]  # rowsum(dW * W)
+    ds *= w
+    if dq is not None:
+        np.matmul(ds, k, out=dq)  # (..., Tq, D)
+    if dk is not None:
+        np.matmul(np.swapaxes(ds, -1, -2), q, out=dk)  # (..., Tk, D)
     ### END SOLUTION
 
 
@@ -119,49 +192,58 @@ class FusedAttention(Function):
         self.packed = len(qkv) == 1
         q, k, v = qkv[0] if self.packed else qkv
         self.scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
-        weights = _attention_weights(q, k, mask, self.scale)
-        out = weights @ v  # (..., Tq, Dv)
+        self.lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        self.shape = (*self.lead, q.shape[-2], k.shape[-2])  # the scores (..., Tq, Tk)
+        kept = None if recompute and on_weights is None else np.empty(self.shape, q.dtype)
+        out = heads_buffer((*self.shape[:-1], v.shape[-1]), v.dtype)  # (..., Tq, Dv)
+        n = len(self.shape)
+        for part in head_blocks(self.shape):
+            qp, kp, vp, mp = (_part(a, part, n) for a in (q, k, v, mask))
+            w = _attention_weights(qp, kp, mp, self.scale, None if kept is None else kept[part])
+            np.matmul(w, vp, out=out[part])
         if on_weights is not None:
-            on_weights(weights)
+            on_weights(kept)
         self.q, self.k, self.v, self.out, self.mask = q, k, v, out, mask
-        self.weights = None if recompute else weights
+        self.weights = None if recompute else kept
         return out
 
     def backward(self, grad):
-        q, k, v = self.q, self.k, self.v
-        w = self.weights
-        if w is None:  # recomputed instead of kept
-            w = _attention_weights(q, k, self.mask, self.scale)
-        need_q, need_k, need_v = (self.needs_grad * 3) if self.packed else self.needs_grad
-        dq = dk = dv = None
-        ### BEGIN SOLUTION
-        if need_v:
-            dv = np.swapaxes(w, -1, -2) @ grad  # (..., Tk, Dv)
-        if need_q or need_k:
-            ds = grad @ np.swapaxes(v, -1, -2)  # dW, (..., Tq, Tk)
-            ds -= np.sum(grad * self.out, axis=-1, keepdims=True)  # rowsum(dW * W)
-            ds *= w
-            ds *= self.scale
-            if need_q:
-                dq = ds @ k  # (..., Tq, D)
-            if need_k:
-                dk = np.swapaxes(ds, -1, -2) @ q  # (..., Tk, D)
-        ### END SOLUTION
-        if self.packed:  # one packed input, one packed gradient
-            return (np.array([dq, dk, dv]),)
-        return dq, dk, dv
+        q, k, v, n = self.q, self.k, self.v, len(self.shape)
+        if self.packed:  # one packed gradient, its three parts written in place
+            packed = heads_buffer((*self.lead, *q.shape[-2:]), q.dtype, count=3)
+            grads = list(packed) if self.needs_grad[0] else [None] * 3
+        else:  # in the broadcast shape; the engine sums broadcast axes away
+            grads = [heads_buffer((*self.lead, *a.shape[-2:]), a.dtype) if need else None
+                     for a, need in zip((q, k, v), self.needs_grad)]  # fmt: skip
+        for part in head_blocks(self.shape):
+            qp, kp, vp = (_part(a, part, n) for a in (q, k, v))
+            if self.weights is None:  # recomputed, this block only
+                w = _attention_weights(qp, kp, _part(self.mask, part, n), self.scale)
+            else:
+                w = self.weights[part]
+            dq, dk, dv = (None if d is None else d[part] for d in grads)
+            _attention_grads(w, qp, kp, vp, self.out[part], grad[part], self.scale, dq, dk, dv)
+        if self.packed:
+            return (packed if self.needs_grad[0] else None,)
+        return tuple(grads)
 
 
 # %% [markdown]
 # ## 3. The three projections as one node
 #
 # Module 12's layer projects `x` three times, splits each into heads with a reshape and a
-# transpose, and autograd keeps nine nodes. `QKVProjection` writes the n projections `x W_i + b_i`
-# of `(B, T, E)` into one `(n, B·T, E)` buffer (one matrix product each, `np.matmul(..., out=)`),
-# adds the biases in place, and returns the heads `(n, B, H, T, D)` (`(B, H, T, D)` for n = 1),
-# made contiguous with `np.ascontiguousarray`: numpy's batched matmul is about twice as slow on
-# strided views. The backward undoes the split, then `dx = Σ g_i W_iᵀ`, `dW_i = xᵀ g_i`,
-# `db_i = Σ_rows g_i`, skipping every gradient nobody needs.
+# transpose, and autograd keeps nine nodes. `QKVProjection` puts the n weights side by side,
+# `W = [W_1 ... W_n]` `(E, n·E)`, and makes all n projections of the `(B·T, E)` rows with one
+# matrix product `(B·T, n·E)`. Read as `(B, T, n, H, D)` and transposed, that product is the heads
+# `(n, B, H, T, D)` (`(B, H, T, D)` for n = 1) as a strided view; attention's batched products run
+# faster on contiguous heads, so add the biases `[b_1 ... b_n]` to the product in place and copy
+# the view once with `np.ascontiguousarray` (measured: faster than one `np.add` from the strided
+# view into the heads, which walks numpy's slow broadcasting path).
+#
+# The backward reads the gradient in the same `(B, T, n, H, D)` order, `g` `(B·T, n·E)`, which
+# is a reshape without a copy when it is stored that way (section 2's backward stores it so), and
+# needs two products for all n: `dx = g Wᵀ`, `dW = xᵀ g` (the n `dW_i` are its column blocks),
+# `db = Σ_rows g`; a gradient nobody needs is skipped.
 
 
 # %% nbgrader={"grade": false, "grade_id": "projection", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -177,14 +259,13 @@ class QKVProjection(Function):
         weights, biases = params[:n], params[n:]
         self.rows = rows if any(self.needs_grad[1:]) else None
         self.weights = weights if self.needs_grad[0] else None
+        weight = np.concatenate(weights, axis=1)  # (E, n*E): W_1 ... W_n side by side
         ### BEGIN SOLUTION
-        y = np.empty((n, batch * steps, weights[0].shape[1]), dtype=x.dtype)
-        for i, w in enumerate(weights):
-            np.matmul(rows, w, out=y[i])  # (B*T, E) into the packed buffer
+        y = rows @ weight  # (B*T, n*E): every projection in one product
         if has_bias:
-            y += np.array(biases)[:, None, :]
-        heads = y.reshape(n, batch, steps, num_heads, -1)  # (n, B, T, H, D)
-        out = np.ascontiguousarray(heads.transpose(0, 1, 3, 2, 4))  # (n, B, H, T, D)
+            y += np.concatenate(biases)  # b_1 ... b_n, each added to its block of columns
+        heads = y.reshape(batch, steps, n, num_heads, -1)  # (B, T, n, H, D)
+        out = np.ascontiguousarray(heads.transpose(2, 0, 3, 1, 4))  # (n, B, H, T, D)
         ### END SOLUTION
         return out[0] if n == 1 else out
 
@@ -195,17 +276,14 @@ class QKVProjection(Function):
         gw, gb = [None] * n, [None] * len(need_b)
         ### BEGIN SOLUTION
         grad = grad.reshape(n, *grad.shape[-4:])  # (n, B, H, T, D)
-        g = grad.transpose(0, 1, 3, 2, 4).reshape(n, batch * steps, -1)  # (n, B*T, E)
+        g = grad.transpose(1, 3, 0, 2, 4).reshape(batch * steps, -1)  # (B*T, n*E)
         if self.needs_grad[0]:
-            gx = g[0] @ self.weights[0].T  # (B*T, E)
-            for i in range(1, n):
-                gx += g[i] @ self.weights[i].T
-            gx = gx.reshape(self.x_shape)
-        for i in range(n):
-            if need_w[i]:
-                gw[i] = self.rows.T @ g[i]  # (E, E)
-            if self.has_bias and need_b[i]:
-                gb[i] = g[i].sum(axis=0)
+            weight = np.concatenate(self.weights, axis=1)  # (E, n*E), as in the forward
+            gx = (g @ weight.T).reshape(self.x_shape)  # Σ g_i W_iᵀ in one product
+        if any(need_w):
+            gw = np.split(self.rows.T @ g, n, axis=1)  # (E, n*E) -> the n (E, E) blocks
+        if self.has_bias and any(need_b):
+            gb = np.split(g.sum(axis=0), n)
         ### END SOLUTION
         return (gx, *gw, *gb)
 
@@ -222,7 +300,16 @@ class QKVProjection(Function):
 #
 # numpy's `mean` and `sum` are slow over many short rows; a matrix-vector product gives the same
 # numbers faster. The given `mean_last(a)` is `a.mean(axis=-1, keepdims=True)` that way, and
-# `sum_leading(a)` sums over every axis but the last.
+# `sum_leading(a)` sums over every axis but the last. Two more products spare whole arrays: the
+# variance's sum of squares is `np.einsum("...c,...c->...", xc, xc)` (no `xc * xc` array), and
+# since `g = dy · gamma`, `mean(g) = (dy @ gamma) / C` and `mean(g · x_hat) = ((dy · x_hat) @
+# gamma) / C`, where `dy · x_hat` is the array `dgamma` sums anyway: one product array serves both.
+#
+# Rows are independent, so the given code runs both directions a block of rows at a time (about
+# `BLOCK` values: section 5 says why) and you write one block, into the arrays you are handed:
+# `_layernorm_rows(x, gamma, beta, eps, out, x_hat, rstd)` fills `out`, `x_hat` and `rstd`
+# `(rows, 1)`; `_layernorm_grads(grad, x_hat, rstd, gamma, gx, ggamma, gbeta)` fills `gx` and
+# adds the block's sums into `ggamma` and `gbeta` (each None when nobody needs it).
 
 
 # %% nbgrader={"grade": false, "grade_id": "layernorm", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -239,92 +326,146 @@ def sum_leading(a: np.ndarray) -> np.ndarray:
     return np.ones(len(rows), dtype=a.dtype) @ rows
 
 
+def _layernorm_rows(x, gamma, beta, eps, out, x_hat, rstd) -> None:
+    """One block of rows (rows, C): out = gamma * x_hat + beta, keeping x_hat and rstd."""
+    ### BEGIN SOLUTION
+    np.subtract(x, mean_last(x), out=x_hat)  # centred, in x_hat's buffer
+    var = np.einsum("...c,...c->...", x_hat, x_hat)[..., None] / x.shape[-1]  # (rows, 1)
+    np.sqrt(var + eps, out=rstd)
+    np.reciprocal(rstd, out=rstd)  # 1 / sqrt(var + eps)
+    x_hat *= rstd
+    np.multiply(x_hat, gamma, out=out)
+    out += beta
+    ### END SOLUTION
+
+
+def _layernorm_grads(grad, x_hat, rstd, gamma, gx, ggamma, gbeta) -> None:
+    """One block of rows: gx (None: not needed), and its sums added into ggamma and gbeta."""
+    ### BEGIN SOLUTION
+    dy_xhat = grad * x_hat  # dgamma's terms; through gamma, also mean(g * x_hat)
+    if ggamma is not None:
+        ggamma += sum_leading(dy_xhat)
+    if gbeta is not None:
+        gbeta += sum_leading(grad)
+    if gx is not None:
+        size = x_hat.shape[-1]
+        mean_g = (grad @ gamma)[..., None] / size  # mean(g), g = grad * gamma
+        mean_gx = (dy_xhat @ gamma)[..., None] / size  # mean(g * x_hat)
+        np.multiply(grad, gamma, out=gx)  # g, the gradient with respect to x_hat
+        gx -= mean_g
+        gx -= np.multiply(x_hat, mean_gx, out=dy_xhat)  # dy_xhat's buffer, used up
+        gx *= rstd
+    ### END SOLUTION
+
+
 class FusedLayerNorm(Function):
     """Layer norm over the last axis, one node: y = gamma * (x - mean) / sqrt(var + eps) + beta."""
 
     def forward(self, x, gamma, beta, eps=1e-5):
-        ### BEGIN SOLUTION
-        centred = x - mean_last(x)  # (..., C)
-        var = mean_last(centred * centred)  # (..., 1)
-        self.rstd = 1.0 / np.sqrt(var + eps)  # (..., 1)
-        centred *= self.rstd  # x_hat, in the same buffer
-        self.x_hat, self.gamma = centred, gamma
-        out = centred * gamma
-        out += beta
-        return out
-        ### END SOLUTION
+        rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])  # (rows, C)
+        out, self.x_hat = np.empty_like(rows), np.empty_like(rows)
+        self.rstd, self.gamma, self.shape = np.empty((len(rows), 1), rows.dtype), gamma, x.shape
+        for part in blocks(len(rows), max(1, BLOCK // max(rows.shape[1], 1))):
+            _layernorm_rows(rows[part], gamma, beta, eps, out[part], self.x_hat[part],
+                            self.rstd[part])  # fmt: skip
+        return out.reshape(x.shape)
 
     def backward(self, grad):
         x_hat = self.x_hat
-        gx = ggamma = gbeta = None
-        ### BEGIN SOLUTION
-        if self.needs_grad[0]:
-            g = grad * self.gamma  # gradient with respect to x_hat
-            gx = g - mean_last(g)
-            gx -= x_hat * mean_last(g * x_hat)
-            gx *= self.rstd
-        if self.needs_grad[1]:
-            ggamma = sum_leading(grad * x_hat)
-        if self.needs_grad[2]:
-            gbeta = sum_leading(grad)
-        ### END SOLUTION
-        return gx, ggamma, gbeta
+        grad = np.ascontiguousarray(grad).reshape(x_hat.shape)
+        gx = np.empty_like(x_hat) if self.needs_grad[0] else None
+        ggamma, gbeta = (np.zeros(x_hat.shape[1], x_hat.dtype) if need else None
+                         for need in self.needs_grad[1:3])  # fmt: skip
+        for part in blocks(len(x_hat), max(1, BLOCK // max(x_hat.shape[1], 1))):
+            _layernorm_grads(grad[part], x_hat[part], self.rstd[part], self.gamma,
+                             None if gx is None else gx[part], ggamma, gbeta)  # fmt: skip
+        return None if gx is None else gx.reshape(self.shape), ggamma, gbeta
 
 
 # %% [markdown]
-# ## 5. GELU in one buffer, kept or recomputed
+# ## 5. GELU in cache-sized blocks, kept or recomputed
 #
 # GELU (tanh approximation) is `½ x (1 + t)` with `t = tanh(u)`, `u = s (x + c x³)`. Module 02
-# writes it as an expression, each operator a new `(B, T, 4C)` array (the MLP's widest). Here the
-# forward builds `t` in one buffer (`t = x * x; t *= s * c; t += s; t *= x; np.tanh(t, out=t)`)
-# and keeps `x` and `t`; with `recompute=True` it keeps `x` only and the backward computes `t`
-# again (one tanh more, one array less). The backward builds the slope in one more buffer:
+# writes it as an expression, each operator a new `(B, T, 4C)` array (the MLP's widest). Writing
+# each step in place (`np.multiply(x, x, out=t); t *= s * c; t += s; t *= x; np.tanh(t, out=t)`)
+# saves the allocations, but every step is still a pass over an array of several MiB, too big for
+# the core's cache: the CPU spends its time moving memory, not computing. So the given code walks
+# the flat arrays in blocks of `BLOCK` values (`blocks(n)` gives the slices) and runs all the
+# steps of one block while it is in cache.
 #
-#     dGELU/dx = ½ (1 + t) + ½ x (1 − t²) s (1 + 3 c x²)
+# `_gelu_tanh(x, t)` writes `t` for one block; the given forward then writes `½ x (1 + t)` and
+# keeps `x` and `t` (with `recompute=True` only `x`: the backward recomputes `t` block by block,
+# from cache, and the full `t` array is never kept). `_gelu_slope(x, t, grad, out)` writes the
+# gradient of one block. With `q = ½ x u' = x (½ s + 3/2 s c x²)` the slope factors as
+#
+#     dGELU/dx = ½ (1 + t) + ½ x (1 − t²) u' = (1 + t) (½ + q (1 − t))
+#
+# which needs one scratch block beside `out` (`spare`): `out = q`, `out *= 1 − t`, `out += ½`,
+# `out *= 1 + t`, `out *= grad`. Python's floats keep float32 arrays float32 (numpy promotes
+# only for numpy float64 scalars or arrays), so the constants stay plain numbers.
 
 
 # %% nbgrader={"grade": false, "grade_id": "gelu", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """t = tanh(s (x + c x³)) in one new buffer."""
+def _gelu_tanh(x: np.ndarray, t: np.ndarray) -> None:
+    """t = tanh(s (x + c x³)), written into t."""
     ### BEGIN SOLUTION
-    t = x * x
+    np.multiply(x, x, out=t)
     t *= GELU_SCALE * GELU_CUBIC
     t += GELU_SCALE
     t *= x
     np.tanh(t, out=t)
     ### END SOLUTION
-    return t
+
+
+def _gelu_slope(x, t, grad, out, spare) -> None:
+    """out = grad * dGELU/dx, from x and t = tanh(u); `spare` is scratch of the same size."""
+    ### BEGIN SOLUTION
+    np.multiply(x, x, out=out)  # q = x (½ s + 3/2 s c x²) = ½ x u'
+    out *= 1.5 * GELU_SCALE * GELU_CUBIC
+    out += 0.5 * GELU_SCALE
+    out *= x
+    np.subtract(1, t, out=spare)
+    out *= spare  # q (1 − t)
+    out += 0.5
+    np.add(t, 1, out=spare)
+    out *= spare  # (1 + t) (½ + q (1 − t))
+    out *= grad
+    ### END SOLUTION
 
 
 class FusedGELU(Function):
-    """GELU, tanh approximation, with one buffer per pass; `recompute` keeps only x."""
+    """GELU, tanh approximation, block by block; `recompute` keeps only x."""
 
     def forward(self, x, recompute=False):
-        t = _gelu_tanh(x)
-        self.x, self.t = x, None if recompute else t
-        out = t + 1
-        out *= x
-        out *= 0.5
-        return out
+        x = np.ascontiguousarray(x)  # flat views below need one memory order
+        flat, out = x.reshape(-1), np.empty(x.size, x.dtype)
+        t = None if recompute else np.empty_like(flat)
+        scratch = np.empty(min(x.size, BLOCK), x.dtype)
+        for part in blocks(x.size):
+            xs, os = flat[part], out[part]
+            ts = scratch[: xs.size] if recompute else t[part]
+            _gelu_tanh(xs, ts)
+            np.multiply(ts, 0.5, out=os)  # ½ x (1 + t)
+            os += 0.5
+            os *= xs
+        self.x, self.t = x, None if recompute else t.reshape(x.shape)
+        return out.reshape(x.shape)
 
     def backward(self, grad):
-        x = self.x
-        t = _gelu_tanh(x) if self.t is None else self.t
-        ### BEGIN SOLUTION
-        du = x * x  # du/dx = s * (1 + 3c x²)
-        du *= 3 * GELU_SCALE * GELU_CUBIC
-        du += GELU_SCALE
-        slope = t * t  # slope = ½(1 + t) + ½ x (1 − t²) du
-        np.subtract(1, slope, out=slope)
-        slope *= du
-        slope *= x
-        slope += t
-        slope += 1
-        slope *= 0.5
-        slope *= grad
-        ### END SOLUTION
-        return (slope,)
+        flat, grad = self.x.reshape(-1), np.ascontiguousarray(grad).reshape(-1)
+        kept = None if self.t is None else self.t.reshape(-1)
+        slope = np.empty_like(flat)
+        spare, scratch = (np.empty(min(flat.size, BLOCK), flat.dtype) for _ in range(2))
+        for part in blocks(flat.size):
+            xs = flat[part]
+            if kept is None:  # recomputed: t of this block only, while x is in cache
+                ts = scratch[: xs.size]
+                _gelu_tanh(xs, ts)
+            else:
+                ts = kept[part]
+            _gelu_slope(xs, ts, grad[part], slope[part], spare[: xs.size])
+        return (slope.reshape(self.x.shape),)
 
 
 # %% [markdown]

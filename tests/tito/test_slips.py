@@ -188,14 +188,11 @@ SLIPS = {
         "generate": ("past < model.max_seq_len", "past <= model.max_seq_len"),
     },
     18: {
-        "softmax": (
-            "total = scores.sum(axis=-1, keepdims=True)",
-            "total = scores.sum(axis=0, keepdims=True)",
-        ),
-        "attention": ("            ds *= self.scale\n", ""),
-        "projection": ("gx += g[i] @ self.weights[i].T", "gx += g[i] @ self.weights[i]"),
-        "layernorm": ("gx -= x_hat * mean_last(g * x_hat)", "gx += x_hat * mean_last(g * x_hat)"),
-        "gelu": ("slope += t\n", "slope -= t\n"),
+        "softmax": ("    np.reciprocal(total, out=total)\n", ""),  # the sums multiplied in
+        "attention": ("g = grad * scale", "g = grad"),  # the scale forgotten
+        "projection": ("grad.transpose(1, 3, 0, 2, 4)", "grad.transpose(1, 2, 0, 3, 4)"),  # H, T
+        "layernorm": ("gx -= mean_g\n", "gx += mean_g\n"),
+        "gelu": ("    out += 0.5\n", "    out -= 0.5\n"),
         "embedding": (
             "np.add.reduceat(rows[order], starts, axis=0)",
             "np.add.reduceat(rows, starts, axis=0)",

@@ -15,27 +15,78 @@ from tinytorch.core.tensor import Function
 
 GELU_SCALE = math.sqrt(2.0 / math.pi)  # GELU's tanh approximation, as module 02 writes it
 GELU_CUBIC = 0.044715
+BLOCK = 1 << 16  # values per block: 256 KiB of float32, so a few blocks stay in the core's cache
+
+
+def blocks(size: int, block: int | None = None) -> list[slice]:
+    """Slices covering `range(size)`, `block` values each (default BLOCK; the last may be
+    shorter)."""
+    block = BLOCK if block is None else block
+    return [slice(start, start + block) for start in range(0, size, block)]
 
 
 def softmax_rows_(scores: np.ndarray) -> np.ndarray:
     """Softmax over the last axis, written into `scores` itself; all -inf rows become zeros."""
-    peak = scores.max(axis=-1, keepdims=True)
+    peak = scores.max(axis=-1, keepdims=True, initial=-np.inf)  # the starting value: faster
     peak[np.isneginf(peak)] = 0  # fully blocked row: exp(-inf - 0) = 0, not nan
     np.subtract(scores, peak, out=scores)
     np.exp(scores, out=scores)
-    total = scores.sum(axis=-1, keepdims=True)
+    total = (scores @ np.ones(scores.shape[-1], scores.dtype))[..., None]  # the row sums
     total[total == 0] = 1  # fully blocked row stays all zeros
     np.reciprocal(total, out=total)
     scores *= total
     return scores
 
 
-def _attention_weights(q, k, mask, scale) -> np.ndarray:
-    """softmax(q kᵀ · scale + mask) as a fresh (..., T_q, T_k) array."""
-    scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk)
+def heads_buffer(shape: tuple, dtype, count: int = 0) -> np.ndarray:
+    """An empty (B, H, T, d) array stored in (B, T, H, d) order, so merging its heads into
+    (B, T, H·d) is a reshape without a copy; `count` > 0 makes `count` of them as one
+    (count, B, H, T, d) array stored (B, T, count, H, d). Other ranks: a plain empty array."""
+    if len(shape) != 4:
+        return np.empty((count, *shape) if count else shape, dtype=dtype)
+    b, h, t, d = shape
+    if not count:
+        return np.empty((b, t, h, d), dtype=dtype).transpose(0, 2, 1, 3)
+    return np.empty((b, t, count, h, d), dtype=dtype).transpose(2, 0, 3, 1, 4)
+
+
+def head_blocks(shape: tuple) -> list[slice]:
+    """Slices of the first axis of (..., Tq, Tk) scores, about BLOCK values each (at least one
+    row); one slice taking everything for two-dimensional scores."""
+    if len(shape) < 3:
+        return [slice(None)]
+    return blocks(shape[0], max(1, BLOCK // math.prod(shape[1:])))
+
+
+def _part(a, part: slice, ndim: int):
+    """Block `part` of an array that broadcasts against ndim-dimensional scores."""
+    if a is None or a.ndim < ndim or a.shape[0] == 1:
+        return a  # the same for every block
+    return a[part]
+
+
+def _attention_weights(q, k, mask, scale, out=None) -> np.ndarray:
+    """softmax(q kᵀ · scale + mask) (..., T_q, T_k), written into `out` (None: a fresh array)."""
+    scores = np.matmul(q * scale, np.swapaxes(k, -1, -2), out=out)  # (..., Tq, Tk)
     if mask is not None:
         scores += mask
     return softmax_rows_(scores)
+
+
+def _attention_grads(w, q, k, v, out, grad, scale, dq, dk, dv) -> None:
+    """One block's gradients, written into dq, dk and dv (None: not needed)."""
+    if dv is not None:
+        np.matmul(np.swapaxes(w, -1, -2), grad, out=dv)  # (..., Tk, Dv)
+    if dq is None and dk is None:
+        return
+    g = grad * scale  # scales dW and the correction, so dS comes out scaled
+    ds = g @ np.swapaxes(v, -1, -2)  # dW / sqrt(d), (..., Tq, Tk)
+    ds -= np.einsum("...d,...d->...", g, out)[..., None]  # rowsum(dW * W)
+    ds *= w
+    if dq is not None:
+        np.matmul(ds, k, out=dq)  # (..., Tq, D)
+    if dk is not None:
+        np.matmul(np.swapaxes(ds, -1, -2), q, out=dk)  # (..., Tk, D)
 
 
 class FusedAttention(Function):
@@ -45,35 +96,40 @@ class FusedAttention(Function):
         self.packed = len(qkv) == 1
         q, k, v = qkv[0] if self.packed else qkv
         self.scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
-        weights = _attention_weights(q, k, mask, self.scale)
-        out = weights @ v  # (..., Tq, Dv)
+        self.lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        self.shape = (*self.lead, q.shape[-2], k.shape[-2])  # the scores (..., Tq, Tk)
+        kept = None if recompute and on_weights is None else np.empty(self.shape, q.dtype)
+        out = heads_buffer((*self.shape[:-1], v.shape[-1]), v.dtype)  # (..., Tq, Dv)
+        n = len(self.shape)
+        for part in head_blocks(self.shape):
+            qp, kp, vp, mp = (_part(a, part, n) for a in (q, k, v, mask))
+            w = _attention_weights(qp, kp, mp, self.scale, None if kept is None else kept[part])
+            np.matmul(w, vp, out=out[part])
         if on_weights is not None:
-            on_weights(weights)
+            on_weights(kept)
         self.q, self.k, self.v, self.out, self.mask = q, k, v, out, mask
-        self.weights = None if recompute else weights
+        self.weights = None if recompute else kept
         return out
 
     def backward(self, grad):
-        q, k, v = self.q, self.k, self.v
-        w = self.weights
-        if w is None:  # recomputed instead of kept
-            w = _attention_weights(q, k, self.mask, self.scale)
-        need_q, need_k, need_v = (self.needs_grad * 3) if self.packed else self.needs_grad
-        dq = dk = dv = None
-        if need_v:
-            dv = np.swapaxes(w, -1, -2) @ grad  # (..., Tk, Dv)
-        if need_q or need_k:
-            ds = grad @ np.swapaxes(v, -1, -2)  # dW, (..., Tq, Tk)
-            ds -= np.sum(grad * self.out, axis=-1, keepdims=True)  # rowsum(dW * W)
-            ds *= w
-            ds *= self.scale
-            if need_q:
-                dq = ds @ k  # (..., Tq, D)
-            if need_k:
-                dk = np.swapaxes(ds, -1, -2) @ q  # (..., Tk, D)
-        if self.packed:  # one packed input, one packed gradient
-            return (np.array([dq, dk, dv]),)
-        return dq, dk, dv
+        q, k, v, n = self.q, self.k, self.v, len(self.shape)
+        if self.packed:  # one packed gradient, its three parts written in place
+            packed = heads_buffer((*self.lead, *q.shape[-2:]), q.dtype, count=3)
+            grads = list(packed) if self.needs_grad[0] else [None] * 3
+        else:  # in the broadcast shape; the engine sums broadcast axes away
+            grads = [heads_buffer((*self.lead, *a.shape[-2:]), a.dtype) if need else None
+                     for a, need in zip((q, k, v), self.needs_grad)]  # fmt: skip
+        for part in head_blocks(self.shape):
+            qp, kp, vp = (_part(a, part, n) for a in (q, k, v))
+            if self.weights is None:  # recomputed, this block only
+                w = _attention_weights(qp, kp, _part(self.mask, part, n), self.scale)
+            else:
+                w = self.weights[part]
+            dq, dk, dv = (None if d is None else d[part] for d in grads)
+            _attention_grads(w, qp, kp, vp, self.out[part], grad[part], self.scale, dq, dk, dv)
+        if self.packed:
+            return (packed if self.needs_grad[0] else None,)
+        return tuple(grads)
 
 
 class QKVProjection(Function):
@@ -87,13 +143,12 @@ class QKVProjection(Function):
         weights, biases = params[:n], params[n:]
         self.rows = rows if any(self.needs_grad[1:]) else None
         self.weights = weights if self.needs_grad[0] else None
-        y = np.empty((n, batch * steps, weights[0].shape[1]), dtype=x.dtype)
-        for i, w in enumerate(weights):
-            np.matmul(rows, w, out=y[i])  # (B*T, E) into the packed buffer
+        weight = np.concatenate(weights, axis=1)  # (E, n*E): W_1 ... W_n side by side
+        y = rows @ weight  # (B*T, n*E): every projection in one product
         if has_bias:
-            y += np.array(biases)[:, None, :]
-        heads = y.reshape(n, batch, steps, num_heads, -1)  # (n, B, T, H, D)
-        out = np.ascontiguousarray(heads.transpose(0, 1, 3, 2, 4))  # (n, B, H, T, D)
+            y += np.concatenate(biases)  # b_1 ... b_n, each added to its block of columns
+        heads = y.reshape(batch, steps, n, num_heads, -1)  # (B, T, n, H, D)
+        out = np.ascontiguousarray(heads.transpose(2, 0, 3, 1, 4))  # (n, B, H, T, D)
         return out[0] if n == 1 else out
 
     def backward(self, grad):
@@ -102,17 +157,14 @@ class QKVProjection(Function):
         gx = None
         gw, gb = [None] * n, [None] * len(need_b)
         grad = grad.reshape(n, *grad.shape[-4:])  # (n, B, H, T, D)
-        g = grad.transpose(0, 1, 3, 2, 4).reshape(n, batch * steps, -1)  # (n, B*T, E)
+        g = grad.transpose(1, 3, 0, 2, 4).reshape(batch * steps, -1)  # (B*T, n*E)
         if self.needs_grad[0]:
-            gx = g[0] @ self.weights[0].T  # (B*T, E)
-            for i in range(1, n):
-                gx += g[i] @ self.weights[i].T
-            gx = gx.reshape(self.x_shape)
-        for i in range(n):
-            if need_w[i]:
-                gw[i] = self.rows.T @ g[i]  # (E, E)
-            if self.has_bias and need_b[i]:
-                gb[i] = g[i].sum(axis=0)
+            weight = np.concatenate(self.weights, axis=1)  # (E, n*E), as in the forward
+            gx = (g @ weight.T).reshape(self.x_shape)  # Σ g_i W_iᵀ in one product
+        if any(need_w):
+            gw = np.split(self.rows.T @ g, n, axis=1)  # (E, n*E) -> the n (E, E) blocks
+        if self.has_bias and any(need_b):
+            gb = np.split(g.sum(axis=0), n)
         return (gx, *gw, *gb)
 
 
@@ -128,70 +180,113 @@ def sum_leading(a: np.ndarray) -> np.ndarray:
     return np.ones(len(rows), dtype=a.dtype) @ rows
 
 
+def _layernorm_rows(x, gamma, beta, eps, out, x_hat, rstd) -> None:
+    """One block of rows (rows, C): out = gamma * x_hat + beta, keeping x_hat and rstd."""
+    np.subtract(x, mean_last(x), out=x_hat)  # centred, in x_hat's buffer
+    var = np.einsum("...c,...c->...", x_hat, x_hat)[..., None] / x.shape[-1]  # (rows, 1)
+    np.sqrt(var + eps, out=rstd)
+    np.reciprocal(rstd, out=rstd)  # 1 / sqrt(var + eps)
+    x_hat *= rstd
+    np.multiply(x_hat, gamma, out=out)
+    out += beta
+
+
+def _layernorm_grads(grad, x_hat, rstd, gamma, gx, ggamma, gbeta) -> None:
+    """One block of rows: gx (None: not needed), and its sums added into ggamma and gbeta."""
+    dy_xhat = grad * x_hat  # dgamma's terms; through gamma, also mean(g * x_hat)
+    if ggamma is not None:
+        ggamma += sum_leading(dy_xhat)
+    if gbeta is not None:
+        gbeta += sum_leading(grad)
+    if gx is not None:
+        size = x_hat.shape[-1]
+        mean_g = (grad @ gamma)[..., None] / size  # mean(g), g = grad * gamma
+        mean_gx = (dy_xhat @ gamma)[..., None] / size  # mean(g * x_hat)
+        np.multiply(grad, gamma, out=gx)  # g, the gradient with respect to x_hat
+        gx -= mean_g
+        gx -= np.multiply(x_hat, mean_gx, out=dy_xhat)  # dy_xhat's buffer, used up
+        gx *= rstd
+
+
 class FusedLayerNorm(Function):
     """Layer norm over the last axis, one node: y = gamma * (x - mean) / sqrt(var + eps) + beta."""
 
     def forward(self, x, gamma, beta, eps=1e-5):
-        centred = x - mean_last(x)  # (..., C)
-        var = mean_last(centred * centred)  # (..., 1)
-        self.rstd = 1.0 / np.sqrt(var + eps)  # (..., 1)
-        centred *= self.rstd  # x_hat, in the same buffer
-        self.x_hat, self.gamma = centred, gamma
-        out = centred * gamma
-        out += beta
-        return out
+        rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])  # (rows, C)
+        out, self.x_hat = np.empty_like(rows), np.empty_like(rows)
+        self.rstd, self.gamma, self.shape = np.empty((len(rows), 1), rows.dtype), gamma, x.shape
+        for part in blocks(len(rows), max(1, BLOCK // max(rows.shape[1], 1))):
+            _layernorm_rows(rows[part], gamma, beta, eps, out[part], self.x_hat[part],
+                            self.rstd[part])  # fmt: skip
+        return out.reshape(x.shape)
 
     def backward(self, grad):
         x_hat = self.x_hat
-        gx = ggamma = gbeta = None
-        if self.needs_grad[0]:
-            g = grad * self.gamma  # gradient with respect to x_hat
-            gx = g - mean_last(g)
-            gx -= x_hat * mean_last(g * x_hat)
-            gx *= self.rstd
-        if self.needs_grad[1]:
-            ggamma = sum_leading(grad * x_hat)
-        if self.needs_grad[2]:
-            gbeta = sum_leading(grad)
-        return gx, ggamma, gbeta
+        grad = np.ascontiguousarray(grad).reshape(x_hat.shape)
+        gx = np.empty_like(x_hat) if self.needs_grad[0] else None
+        ggamma, gbeta = (np.zeros(x_hat.shape[1], x_hat.dtype) if need else None
+                         for need in self.needs_grad[1:3])  # fmt: skip
+        for part in blocks(len(x_hat), max(1, BLOCK // max(x_hat.shape[1], 1))):
+            _layernorm_grads(grad[part], x_hat[part], self.rstd[part], self.gamma,
+                             None if gx is None else gx[part], ggamma, gbeta)  # fmt: skip
+        return None if gx is None else gx.reshape(self.shape), ggamma, gbeta
 
 
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """t = tanh(s (x + c x³)) in one new buffer."""
-    t = x * x
+def _gelu_tanh(x: np.ndarray, t: np.ndarray) -> None:
+    """t = tanh(s (x + c x³)), written into t."""
+    np.multiply(x, x, out=t)
     t *= GELU_SCALE * GELU_CUBIC
     t += GELU_SCALE
     t *= x
     np.tanh(t, out=t)
-    return t
+
+
+def _gelu_slope(x, t, grad, out, spare) -> None:
+    """out = grad * dGELU/dx, from x and t = tanh(u); `spare` is scratch of the same size."""
+    np.multiply(x, x, out=out)  # q = x (½ s + 3/2 s c x²) = ½ x u'
+    out *= 1.5 * GELU_SCALE * GELU_CUBIC
+    out += 0.5 * GELU_SCALE
+    out *= x
+    np.subtract(1, t, out=spare)
+    out *= spare  # q (1 − t)
+    out += 0.5
+    np.add(t, 1, out=spare)
+    out *= spare  # (1 + t) (½ + q (1 − t))
+    out *= grad
 
 
 class FusedGELU(Function):
-    """GELU, tanh approximation, with one buffer per pass; `recompute` keeps only x."""
+    """GELU, tanh approximation, block by block; `recompute` keeps only x."""
 
     def forward(self, x, recompute=False):
-        t = _gelu_tanh(x)
-        self.x, self.t = x, None if recompute else t
-        out = t + 1
-        out *= x
-        out *= 0.5
-        return out
+        x = np.ascontiguousarray(x)  # flat views below need one memory order
+        flat, out = x.reshape(-1), np.empty(x.size, x.dtype)
+        t = None if recompute else np.empty_like(flat)
+        scratch = np.empty(min(x.size, BLOCK), x.dtype)
+        for part in blocks(x.size):
+            xs, os = flat[part], out[part]
+            ts = scratch[: xs.size] if recompute else t[part]
+            _gelu_tanh(xs, ts)
+            np.multiply(ts, 0.5, out=os)  # ½ x (1 + t)
+            os += 0.5
+            os *= xs
+        self.x, self.t = x, None if recompute else t.reshape(x.shape)
+        return out.reshape(x.shape)
 
     def backward(self, grad):
-        x = self.x
-        t = _gelu_tanh(x) if self.t is None else self.t
-        du = x * x  # du/dx = s * (1 + 3c x²)
-        du *= 3 * GELU_SCALE * GELU_CUBIC
-        du += GELU_SCALE
-        slope = t * t  # slope = ½(1 + t) + ½ x (1 − t²) du
-        np.subtract(1, slope, out=slope)
-        slope *= du
-        slope *= x
-        slope += t
-        slope += 1
-        slope *= 0.5
-        slope *= grad
-        return (slope,)
+        flat, grad = self.x.reshape(-1), np.ascontiguousarray(grad).reshape(-1)
+        kept = None if self.t is None else self.t.reshape(-1)
+        slope = np.empty_like(flat)
+        spare, scratch = (np.empty(min(flat.size, BLOCK), flat.dtype) for _ in range(2))
+        for part in blocks(flat.size):
+            xs = flat[part]
+            if kept is None:  # recomputed: t of this block only, while x is in cache
+                ts = scratch[: xs.size]
+                _gelu_tanh(xs, ts)
+            else:
+                ts = kept[part]
+            _gelu_slope(xs, ts, grad[part], slope[part], spare[: xs.size])
+        return (slope.reshape(self.x.shape),)
 
 
 class SortedEmbeddingLookup(Function):
@@ -214,6 +309,6 @@ class SortedEmbeddingLookup(Function):
         return (out,)
 
 
-__all__ = ["GELU_SCALE", "GELU_CUBIC", "softmax_rows_", "FusedAttention",
-    "QKVProjection", "mean_last", "sum_leading", "FusedLayerNorm", "FusedGELU",
-    "SortedEmbeddingLookup"]  # fmt: skip
+__all__ = ["GELU_SCALE", "GELU_CUBIC", "BLOCK", "blocks", "softmax_rows_",
+    "heads_buffer", "head_blocks", "FusedAttention", "QKVProjection", "mean_last",
+    "sum_leading", "FusedLayerNorm", "FusedGELU", "SortedEmbeddingLookup"]  # fmt: skip

@@ -8,7 +8,10 @@ kernel. For arrays of a few MiB that costs more than the arithmetic on them (a G
 (1024, 512) float32 array: 3.5 ms with fresh pages, 0.9 ms with reused ones).
 
 `keep_freed_memory` asks glibc to serve blocks up to 32 MiB (its maximum) from its own heap and to
-keep freed memory. `import tinytorch` runs it once; `TINYTORCH_KEEP_FREED_MEMORY=0` leaves the
+keep freed memory: it gives the top of its heap back to the kernel only when more than 1 GiB lies
+free there. With a lower bound (128 MiB) the end of a medium GPT's backward frees more than that,
+glibc returns it, and the next forward faults it in again (15,000 page faults and 50-200 ms of
+system time per step, measured for issue 39). `import tinytorch` runs it once; `TINYTORCH_KEEP_FREED_MEMORY=0` leaves the
 allocator alone. Other platforms and C libraries are left as they are. `ctypes` is imported only
 inside the function.
 
@@ -29,7 +32,7 @@ def keep_freed_memory(limit: int = 32 << 20) -> bool:
     except (OSError, AttributeError):
         return False
     m_trim_threshold, m_mmap_threshold = -1, -3
-    return bool(mallopt(m_mmap_threshold, limit)) and bool(mallopt(m_trim_threshold, 4 * limit))
+    return bool(mallopt(m_mmap_threshold, limit)) and bool(mallopt(m_trim_threshold, 32 * limit))
 
 
 __all__ = ["keep_freed_memory"]
