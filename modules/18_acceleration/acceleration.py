@@ -651,6 +651,13 @@ def test_fused_attention_equals_the_lesson(rng):
             for name, t, lesson_t in zip("qkv", fast, lesson):
                 np.testing.assert_allclose(t.grad, lesson_t.grad, rtol=1e-8, atol=1e-10)
                 result[f"{label}_d{name}"] = t.grad
+        packed = Tensor(np.stack(arrays), requires_grad=True)  # section 3's (3, ...) heads
+        out = FusedAttention.apply(packed, mask=causal_mask(4))
+        (out * Tensor(weight)).sum().backward()
+        np.testing.assert_allclose(out.data, want.data, rtol=1e-10, atol=1e-12)
+        want_grad = np.stack([t.grad for t in lesson])
+        np.testing.assert_allclose(packed.grad, want_grad, rtol=1e-8, atol=1e-10)
+        result["packed_dqkv"] = packed.grad
     return result
 
 
