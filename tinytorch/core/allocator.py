@@ -11,9 +11,9 @@ kernel. For arrays of a few MiB that costs more than the arithmetic on them (a G
 keep freed memory: it gives the top of its heap back to the kernel only when more than 1 GiB lies
 free there. With a lower bound (128 MiB) the end of a medium GPT's backward frees more than that,
 glibc returns it, and the next forward faults it in again (15,000 page faults and 50-200 ms of
-system time per step, measured for issue 39). `import tinytorch` runs it once; `TINYTORCH_KEEP_FREED_MEMORY=0` leaves the
-allocator alone. Other platforms and C libraries are left as they are. `ctypes` is imported only
-inside the function.
+system time per step, measured for issue 39). `import tinytorch` runs it once;
+`TINYTORCH_KEEP_FREED_MEMORY=0` leaves the allocator alone. Other platforms and C libraries are
+left as they are. `ctypes` is imported only inside the function.
 
 Given product code (tito/curriculum/catalog.py GIVEN), not a lesson; it imports nothing from the course.
 """
