@@ -126,7 +126,15 @@ def test_a_corrupt_notebook_hint_names_the_module_and_a_path_to_type(project, cl
 
 
 def test_a_timeout_is_called_a_timeout(project, cli):
-    assert cli("module", "open", "1").exit_code == 0
+    module = find(1)
+    solved = notebooks.read_source(project / module.source)
+    for cell in solved.cells:  # an endless loop in the first thing the tests call: a + b
+        cell.source = cell.source.replace(
+            "        return a + b\n", "        while True:\n            pass\n", 1
+        )
+    path = project.joinpath(*NB)
+    path.parent.mkdir(parents=True)
+    nbformat.write(solved, path)
     text = " ".join(cli("module", "complete", "1", "--timeout", "1").output.split())
     assert "timed out: the tests ran past the 1 s limit and were stopped" in text
     assert "hint: find what is slow or endless in" in text and "fix the failing" not in text
