@@ -32,8 +32,18 @@ check:
 
 # in `make test` a missing PyTorch fails the torch checks instead of setting them aside
 test: export TINYTORCH_REQUIRE_TORCH = 1
+# The suite runs as two pytest processes side by side, as most tests keep one core busy
+# (`--half`, tests/conftest.py): tito's tests, and the rest with two long walks over every
+# module. The second one's report is printed when both are done; `make test` fails when either
+# does. `pytest -q` runs it all in one process.
 test: install system lint check
-	$(PYTHON) -m pytest -q
+	@log=$$(mktemp); \
+	$(PYTHON) -m pytest -q -p no:cacheprovider --half 2 >"$$log" 2>&1 & other=$$!; \
+	echo "tito's tests (pytest --half 1), beside the others:"; \
+	$(PYTHON) -m pytest -q --half 1; first=$$?; \
+	wait $$other; second=$$?; \
+	echo; echo "every other test (pytest --half 2):"; cat "$$log"; rm -f "$$log"; \
+	test $$first = 0 && test $$second = 0
 
 # The full benchmark, one process per measurement (about 14 minutes on 2 quiet cores), then its
 # table as Markdown (the head of benchmarks/RESULTS.md). `--quality` adds a 2,000-step loss race.

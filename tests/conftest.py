@@ -32,7 +32,28 @@ WITHOUT_TORCH = (
 collect_ignore = [] if HAS_TORCH or REQUIRE_TORCH else TORCH_FOLDERS
 
 
+# `make test` runs the suite as two pytest processes side by side (most tests keep one core
+# busy): `--half 1` is tito's tests, `--half 2` everything else and the two long walks over every
+# module. Both collect the whole suite and keep their part, so together they run every test once.
+SECOND_HALF = ("tests/tito/test_complete_every_module.py", "tests/tito/test_probe_seeds.py")
+
+
+def half_of(nodeid: str) -> int:
+    """Which of `make test`'s two processes runs the test with this node id."""
+    path = nodeid.split("::")[0]
+    return 1 if path.startswith("tests/tito/") and path not in SECOND_HALF else 2
+
+
+def pytest_addoption(parser):
+    parser.addoption("--half", type=int, choices=(1, 2), help="run one half of the suite")
+
+
 def pytest_collection_modifyitems(config, items):
+    half = config.getoption("--half")
+    if half:
+        other = [item for item in items if half_of(item.nodeid) != half]
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if half_of(item.nodeid) == half]
     if HAS_TORCH or REQUIRE_TORCH:
         return
     aside = [item for item in items if item.get_closest_marker("needs_torch") is not None]
