@@ -183,6 +183,6 @@ def test_a_crafted_trace_costs_only_its_own_diagnosis(klass: Path, crafted_repli
     assert all(o.ok for o in outcomes), outcomes
     for student in HONEST:
         page = course.feedback_path(klass, MODULE, student).read_text()
-        assert "every operation matches" in page and "No diagnosis" not in page
+        assert "every check has full marks" in page and "No diagnosis" not in page
     page = course.feedback_path(klass, MODULE, "m-deep").read_text()
     assert "No diagnosis: the diagnosis run sent back no usable trace" in page

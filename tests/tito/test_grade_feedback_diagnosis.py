@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from tito.cli.main import app
 from tito.curriculum import notebooks, paths
 from tito.curriculum.catalog import find
+from tito.grading import gradebook
 from tito.grading import nbgrader as grading
 
 runner = CliRunner()
@@ -44,8 +45,16 @@ def test_feedback_pages_say_where_the_numbers_first_differ(tmp_path, released):
     assert "Where your numbers first differ from the reference" in slip
     assert "CrossEntropyFunction.forward" in slip and "a sum where a mean belongs" in slip
     assert "the submission, cell " in slip
-    checks = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
-    assert honest.count("every operation matches") == len(checks) and "likely:" not in honest
+    assert "every check has full marks" in honest and "likely:" not in honest
+    # only the checks that cost points are diagnosed: a check with full marks gets no finding
+    scores = gradebook.scores(course, module)
+    points = scores.entries["slip"].cells
+    lost = {gid for gid, top in scores.cells if points.get(gid, 0.0) < top}
+    kept = {gid for gid, _ in scores.cells} - lost
+    assert lost and kept
+    listed = slip.split("tito-diagnosis", 1)[1]
+    assert all(f"<code>{gid}</code>" in listed for gid in lost)
+    assert not [gid for gid in kept if f"<code>{gid}</code>" in listed]
     # no line of the reference's solutions (that the slip does not share) or of the checks
     theirs = {line.strip() for c in buggy.cells for line in c.source.splitlines()}
     hidden = set()

@@ -26,7 +26,7 @@ from tito.curriculum.catalog import CourseModule
 from tito.curriculum.notebooks import AST_LOCK, secret_lines
 from tito.errors import TitoError
 from tito.grading import course as layout
-from tito.grading import scoring, verdict
+from tito.grading import gradebook, scoring, verdict
 from tito.grading.course import assignment_id, notebook_file
 from tito.grading.gradebook import record_outcomes
 from tito.inert import clean_feedback
@@ -447,6 +447,7 @@ def feedback(course: Path, module: CourseModule, student: str | None = None,
         )
     outcomes = []
     reference = None
+    graded = gradebook.scores(course, module) if diagnose else None
     for name in names:
         result = _generate_feedback(api, module, name)
         html = layout.feedback_path(course, module, name)
@@ -455,7 +456,9 @@ def feedback(course: Path, module: CourseModule, student: str | None = None,
             from tito.student import diagnose as diagnosis
 
             reference = reference or diagnosis.reference_trace(module)
-            _add_diagnosis(html, course, module, name, reference, unsafe)
+            points = graded.entries[name].cells if name in graded.entries else {}
+            lost = {gid for gid, top in graded.cells if points.get(gid, 0.0) < top}
+            _add_diagnosis(html, course, module, name, reference, unsafe, lost)
         if ok:  # the student's markdown and outputs are in it: no script of theirs may run
             clean_feedback(html)
         outcomes.append(Outcome(name, ok, str(html) if ok else _failure(result)))
@@ -463,8 +466,9 @@ def feedback(course: Path, module: CourseModule, student: str | None = None,
 
 
 def _add_diagnosis(html: Path, course: Path, module: CourseModule, name: str, reference,
-                   unsafe: bool) -> None:  # fmt: skip
-    """Put the submission's diagnosis at the end of its feedback page (a note if it fails)."""
+                   unsafe: bool, lost: set[str]) -> None:  # fmt: skip
+    """Put the submission's diagnosis of the checks in `lost` at the end of its feedback page
+    (a note if it fails)."""
     from html import escape
 
     from tito.grading.submissions import read_submission
@@ -473,7 +477,7 @@ def _add_diagnosis(html: Path, course: Path, module: CourseModule, name: str, re
     submitted = course / "submitted" / name / assignment_id(module) / notebook_file(module)
     try:
         section = diagnosis.submission_feedback(module, read_submission(submitted), reference,
-                                                unsafe)  # fmt: skip
+                                                unsafe, lost)  # fmt: skip
     except TitoError as err:
         section = f"<p>No diagnosis: {escape(err.message)}</p>"
     except Exception as err:  # noqa: BLE001 - a crafted trace costs its own diagnosis, no other

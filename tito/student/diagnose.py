@@ -430,10 +430,13 @@ __all__ = [
 # --- instructor feedback ------------------------------------------------------------------------
 
 
-def feedback_section(result: Diagnosis) -> str:
+def feedback_section(result: Diagnosis, lost: set[str] | None = None) -> str:
     """The diagnosis as an HTML fragment for a feedback page: per check, the first operation
     whose numbers differ, by how much, where in the submission, and a likely cause. Every
-    text is escaped; it holds numbers and the student's own lines, never reference or test code."""
+    text is escaped; it holds numbers and the student's own lines, never reference or test code.
+    With `lost` (the checks that cost points), only those are listed: a check with full marks
+    measured the student's declared code alone and found it right, so a difference its full
+    run shows comes from another function, already named under the check that lost points."""
     from html import escape
 
     by_check = {f.check: f for f in result.findings}
@@ -441,7 +444,14 @@ def feedback_section(result: Diagnosis) -> str:
     for note in result.notes:
         items.append(f"<li><b>a cell of yours failed</b>: {escape(note)}</li>")
     for check in result.checks:
+        if lost is not None and check not in lost:
+            continue
         f = by_check.get(check)
+        if f is None and lost is not None:
+            items.append(f"<li><code>{escape(check)}</code>: no operation differs beyond the "
+                         "trace's tolerance; the check's own comparison, in its reason above, "
+                         "is stricter</li>")  # fmt: skip
+            continue
         if f is None:
             items.append(f"<li><code>{escape(check)}</code>: every operation matches</li>")
             continue
@@ -450,15 +460,20 @@ def feedback_section(result: Diagnosis) -> str:
             f"<li><code>{escape(check)}</code>: {escape(f.what)}<br>{escape(f.summary)}{where}"
             f"<br>likely: {escape(f.hint)}</li>"
         )
+    if lost is not None and not items:
+        items.append("<li>every check has full marks</li>")
+    which = "Each graded check" if lost is None else "Each check that lost points"
     return (
         '<div class="tito-diagnosis"><h2>Where your numbers first differ from the reference</h2>'
-        "<p>Each graded check run on the same random inputs over your code and the reference, "
+        f"<p>{which} run on the same random inputs over your code and the reference, "
         "operation by operation (tito diagnose).</p><ul>" + "".join(items) + "</ul></div>"
     )
 
 
 def submission_feedback(module: CourseModule, submission, reference: Trace | None = None,
-                        unsafe: bool = False) -> str:  # fmt: skip
-    """The feedback fragment of one submitted notebook, its trace made in the grading sandbox."""
+                        unsafe: bool = False, lost: set[str] | None = None) -> str:  # fmt: skip
+    """The feedback fragment of one submitted notebook, its trace made in the grading sandbox;
+    `lost`: the checks that cost points (the others are left out)."""
     student, cells = submission_trace(module, submission, unsafe=unsafe)
-    return feedback_section(explain(module, student, cells, reference or reference_trace(module)))
+    found = explain(module, student, cells, reference or reference_trace(module))
+    return feedback_section(found, lost)
