@@ -96,3 +96,15 @@ def check_graph(build, *arrays, h=1e-6, rtol=1e-5, atol=1e-7, seed=0):
             want = numerical_gradient(loss, a, h)
             ordinal = ORDINALS[i] if i < len(ORDINALS) else f"number {i + 1}"
             wrong_gradient(t.grad, want, f"the gradient of the {ordinal} input", rtol, atol)
+
+
+def weighted_grads(fn, *arrays, weight):
+    """Output and input gradients of `fn(*tensors)` under the loss sum(out * weight), in float64
+    (the answer a fast kernel is compared with, where the lesson's code is the referee)."""
+    from tinytorch.core.tensor import Tensor
+
+    with precision(np.float64):
+        tensors = [Tensor(a, requires_grad=True) for a in arrays]
+        out = fn(*tensors)
+        (out * Tensor(weight)).sum().backward()
+    return out.data, [t.grad for t in tensors]

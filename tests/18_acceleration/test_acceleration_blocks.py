@@ -4,21 +4,14 @@ stays float32, and the heads' memory order lets the caller merge them without a 
 import numpy as np
 import pytest
 from fdcheck import check_function
+from fdcheck import weighted_grads as _grads
 
 from tinytorch.accel import kernels
 from tinytorch.accel.kernels import FusedAttention, FusedGELU, FusedLayerNorm, QKVProjection
 from tinytorch.core.activations import gelu
 from tinytorch.core.attention import causal_mask, padding_mask, scaled_dot_product_attention
-from tinytorch.core.tensor import Tensor, precision
+from tinytorch.core.tensor import Tensor
 from tinytorch.nn import LayerNorm
-
-
-def _grads(fn, *arrays, weight):
-    with precision(np.float64):
-        tensors = [Tensor(a, requires_grad=True) for a in arrays]
-        out = fn(*tensors)
-        (out * Tensor(weight)).sum().backward()
-    return out.data, [t.grad for t in tensors]
 
 
 def _same(fast, lesson):

@@ -5,6 +5,7 @@ import numpy as np
 import oracle
 import pytest
 from fdcheck import check_function
+from fdcheck import weighted_grads as _grads
 
 from tinytorch.accel.kernels import (
     FusedAttention,
@@ -15,20 +16,11 @@ from tinytorch.accel.kernels import (
 )
 from tinytorch.core.activations import gelu, softmax
 from tinytorch.core.attention import causal_mask, padding_mask, scaled_dot_product_attention
-from tinytorch.core.tensor import Tensor, precision
+from tinytorch.core.tensor import Tensor
 from tinytorch.nn import LayerNorm
 
 # PyTorch's answers, committed by tests/torch_oracle/m18_acceleration.py
 REF = oracle.load(__file__)
-
-
-def _grads(fn, *arrays, weight):
-    """Output and input gradients of `fn(*tensors)` under the loss sum(out * weight)."""
-    with precision(np.float64):
-        tensors = [Tensor(a, requires_grad=True) for a in arrays]
-        out = fn(*tensors)
-        (out * Tensor(weight)).sum().backward()
-    return out.data, [t.grad for t in tensors]
 
 
 def test_softmax_in_place_equals_module_02_and_keeps_blocked_rows_zero(rng):
