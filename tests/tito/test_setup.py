@@ -60,15 +60,35 @@ def test_make_test_calls_every_tool_through_the_chosen_python():
 def test_without_an_active_venv_make_test_uses_and_makes_dot_venv():
     commands = dry_run("-B", "test").splitlines()
     assert commands[0] == "python3 -m venv .venv"
-    assert ".venv/bin/python -m pytest -q" in commands
+    text = "\n".join(commands)
+    assert ".venv/bin/python -m pytest -q -p no:cacheprovider --half 2" in text
+    assert ".venv/bin/python -m pytest -q --half 1" in text
 
 
 def test_an_active_venv_is_the_one_make_test_uses():
     commands = dry_run("test", VIRTUAL_ENV="/opt/env").splitlines()
-    assert "/opt/env/bin/python -m pytest -q" in commands
+    text = "\n".join(commands)
+    assert "/opt/env/bin/python -m pytest -q --half 1" in text and "--half 2" in text
     assert not any("venv" in c and "/opt/env" not in c for c in commands)
 
 
 def test_make_test_requires_torch_for_the_torch_checks():
     commands = dry_run("test", "PYTHON=/opt/py/bin/python", "--print-data-base").splitlines()
     assert "test: TINYTORCH_REQUIRE_TORCH = 1" in {c.strip() for c in commands}
+
+
+def test_make_tests_two_halves_run_every_test_once():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "suite_conftest", PACKAGE_ROOT / "tests/conftest.py"
+    )
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    assert suite.half_of("tests/tito/test_grade.py::test_one[module01]") == 1
+    for walk in suite.SECOND_HALF:
+        assert (PACKAGE_ROOT / walk).is_file() and suite.half_of(f"{walk}::test[1]") == 2
+    assert suite.half_of("tests/01_tensor/test_tensor_ops.py::test_add") == 2
+    assert suite.half_of("tests/tito_like/test_x.py::test") == 2
+    recipe = MAKEFILE.split("\ntest: install", 1)[1].split("\n\n", 1)[0]
+    assert "--half 1" in recipe and "--half 2" in recipe and "test $$first = 0" in recipe
