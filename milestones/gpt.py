@@ -64,13 +64,8 @@ TRAINING = {
 
 def config_name(milestone: Milestone, opts: RunOptions, stored: dict | None) -> str:
     """--config, else the checkpoint's, else tiny for --quick, else the milestone's preset."""
-    name = opts.config or (stored["config"]["name"] if stored else None)
-    name = name or ("tiny" if opts.quick else milestone.preset)
-    if name not in TRAINING:
-        raise MilestoneError(
-            f"unknown --config '{name}'", hint=f"choose one of: {', '.join(TRAINING)}"
-        )
-    return name
+    stored_name = stored["config"]["name"] if stored else None
+    return opts.size(TRAINING, "tiny", milestone.preset, stored_name)
 
 
 def _finished(folder: Path) -> bool:

@@ -20,7 +20,6 @@ from rich.table import Table
 
 from milestones import runs, tokens, training
 from milestones.corpus import Corpus, default_corpus, read_corpus, split
-from milestones.errors import MilestoneError
 from milestones.history import code_line
 from milestones.output import keep_earlier, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
@@ -69,11 +68,7 @@ def settle(milestone: Milestone, opts: RunOptions) -> tuple[str, Budget, int]:
             "--steps": "trains each model for the same CPU time, not the same steps",
         },
     )
-    name = opts.config or ("tiny" if opts.quick else milestone.preset)
-    if name not in BUDGETS:
-        raise MilestoneError(
-            f"unknown --config '{name}'", hint=f"choose one of: {', '.join(BUDGETS)}"
-        )
+    name = opts.size(BUDGETS, "tiny", milestone.preset)
     return name, BUDGETS[name], 0 if opts.seed is None else opts.seed
 
 

@@ -63,6 +63,16 @@ class RunOptions:
                     hint=f"run `tito milestone run {milestone}` without {option}",
                 )
 
+    def size(self, choices, quick: str, usual: str, stored: str | None = None) -> str:
+        """The size a run trains, one of `choices`: --config, else `stored` (a checkpoint's),
+        else `quick` with --quick, else `usual` (the milestone's preset)."""
+        name = self.config or stored or (quick if self.quick else usual)
+        if name not in choices:
+            raise MilestoneError(
+                f"unknown --config '{name}'", hint=f"choose one of: {', '.join(choices)}"
+            )
+        return name
+
     def check(self) -> None:
         """Reject values no milestone can use, naming the option."""
         if self.seed is not None and self.seed < 0:

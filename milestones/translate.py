@@ -64,11 +64,7 @@ def settle(milestone: Milestone, opts: RunOptions) -> tuple[str, Training, int]:
             "--tokenizer": "writes number words and digits with a vocabulary of its own",
         },
     )
-    name = opts.config or ("nano" if opts.quick else milestone.preset)
-    if name not in TRAINING:
-        raise MilestoneError(
-            f"unknown --config '{name}'", hint=f"choose one of: {', '.join(TRAINING)}"
-        )
+    name = opts.size(TRAINING, "nano", milestone.preset)
     setup = TRAINING[name] if opts.steps is None else replace(TRAINING[name], steps=opts.steps)
     seed = 0 if opts.seed is None else opts.seed
     if not 0 <= seed < 2**32:
