@@ -16,6 +16,7 @@ from tito.curriculum.program import (
     build_program,
     declared,
     describe_cells,
+    is_demo,
     solution_functions,
     untouched,
 )
@@ -123,7 +124,7 @@ def _names(code: str, bound: bool) -> set[str]:
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
 def test_a_demo_cell_is_left_out_of_the_checks_and_defines_nothing_they_use(module):
     source = notebooks.read_source(paths.source(module))
-    demos = [c for c in source.cells if "demo" in c.get("metadata", {}).get("tags", [])]
+    demos = [c for c in source.cells if is_demo(c)]
     program = build_program(source, source)
     kept = {code for _, code, _ in program.cells}
     checks = set().union(*(_names(code, bound=False) for _, _, code, _ in program.checks))
