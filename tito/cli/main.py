@@ -58,8 +58,8 @@ class HandledGroup(TyperGroup):
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
-        except TYPER_OWN:
-            raise
+        except (*TYPER_OWN, BrokenPipeError):
+            raise  # a closed pipe (`tito grade --help | head`): click's main exits quietly
         except TitoError as err:
             if debug_enabled():
                 raise
