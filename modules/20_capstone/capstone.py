@@ -32,7 +32,9 @@
 #   measures everything itself. A number written in the manifest is ignored.
 # - **Quality is measured on text the model never saw.** The held-out text is documentation from
 #   standard-library modules that the default training corpus leaves out. A model that memorised its
-#   training text gains nothing there.
+#   training text gains nothing there, and one trained on the held-out text itself is caught: the
+#   tool scores that text again with its sentences in a fresh random order, and an entry that
+#   loses more than 0.04 bits/char to the new order learned it in order, a violation that scores 0.
 #
 # Your part is the judge's arithmetic: how quality is measured (bits per character on held-out
 # text), whether an entry keeps the rules, and how it is scored against the baseline, which is the
