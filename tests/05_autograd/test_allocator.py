@@ -30,6 +30,12 @@ def test_the_course_machine_has_glibc_mallopt():
     assert _has_mallopt(), "these tests need Linux with glibc's mallopt"
 
 
+def faults_printed(code: str) -> int:
+    """Run `code` in a fresh Python (tinytorch imported by it) and read the count it prints."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(done.stdout)
+
+
 def test_a_freed_array_of_a_few_mib_is_reused_not_refaulted():
     code = (
         "import resource, numpy as np, tinytorch\n"
@@ -39,8 +45,7 @@ def test_a_freed_array_of_a_few_mib_is_reused_not_refaulted():
         "    b = np.ones(1 << 20, np.float32); del b\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    faults = int(done.stdout)
+    faults = faults_printed(code)
     assert faults < 50  # without it: hundreds (each fresh 4 MiB mapping faults its pages in)
 
 
@@ -58,8 +63,7 @@ def test_a_step_that_frees_200_mib_at_once_gets_it_back_without_faults():
         "    step()\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    faults = int(done.stdout)
+    faults = faults_printed(code)
     assert faults < 500  # trimmed at 128 MiB: about 3 x 51,000 (every page of 200 MiB again)
 
 
@@ -83,7 +87,6 @@ def test_a_worker_thread_reuses_freed_memory_too():
         "worker.start()\n"
         "worker.join()\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    faults = int(done.stdout)
+    faults = faults_printed(code)
     assert faults < 500  # an arena of its own: heaps of 64 MiB, unmapped once empty, so most
     # of the 200 MiB faults in again at every step
