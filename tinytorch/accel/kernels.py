@@ -25,14 +25,17 @@ def blocks(size: int, block: int | None = None) -> list[slice]:
     return [slice(start, start + block) for start in range(0, size, block)]
 
 
-def softmax_rows_(scores: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, written into `scores` itself; all -inf rows become zeros."""
+def softmax_rows_(scores: np.ndarray, lse: np.ndarray | None = None) -> np.ndarray:
+    """Softmax over the last axis, written into `scores` itself; all -inf rows become zeros.
+    `lse` (..., 1), if given, receives each row's log-sum-exp (0 for an all -inf row)."""
     peak = scores.max(axis=-1, keepdims=True, initial=-np.inf)  # the starting value: faster
     peak[np.isneginf(peak)] = 0  # fully blocked row: exp(-inf - 0) = 0, not nan
     np.subtract(scores, peak, out=scores)
     np.exp(scores, out=scores)
     total = (scores @ np.ones(scores.shape[-1], scores.dtype))[..., None]  # the row sums
     total[total == 0] = 1  # fully blocked row stays all zeros
+    if lse is not None:
+        np.add(np.log(total), peak, out=lse)  # log Σ exp(s) = peak + log Σ exp(s − peak)
     np.reciprocal(total, out=total)
     scores *= total
     return scores
@@ -65,12 +68,14 @@ def _part(a, part: slice, ndim: int):
     return a[part]
 
 
-def _attention_weights(q, k, mask, scale, out=None) -> np.ndarray:
-    """softmax(q kᵀ · scale + mask) (..., T_q, T_k), written into `out` (None: a fresh array)."""
+def _attention_weights(q, k, mask, scale, out=None, lse=None, known=False) -> np.ndarray:
+    """softmax(q kᵀ · scale + mask) into `out` (None: fresh); rows' log-sum-exp to/from `lse`."""
     scores = np.matmul(q * scale, np.swapaxes(k, -1, -2), out=out)  # (..., Tq, Tk)
     if mask is not None:
         scores += mask
-    return softmax_rows_(scores)
+    if known:  # exp(s − lse) is the softmax: no maximum, no sum
+        return np.exp(np.subtract(scores, lse, out=scores), out=scores)
+    return softmax_rows_(scores, lse)
 
 
 def _attention_grads(w, q, k, v, out, grad, scale, dq, dk, dv) -> None:
@@ -99,11 +104,12 @@ class FusedAttention(Function):
         self.lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         self.shape = (*self.lead, q.shape[-2], k.shape[-2])  # the scores (..., Tq, Tk)
         kept = None if recompute and on_weights is None else np.empty(self.shape, q.dtype)
+        self.lse = np.empty((*self.shape[:-1], 1), q.dtype) if recompute else None
         out = heads_buffer((*self.shape[:-1], v.shape[-1]), v.dtype)  # (..., Tq, Dv)
         n = len(self.shape)
         for part in head_blocks(self.shape):
-            qp, kp, vp, mp = (_part(a, part, n) for a in (q, k, v, mask))
-            w = _attention_weights(qp, kp, mp, self.scale, None if kept is None else kept[part])
+            qp, kp, vp, mp, wp, lp = (_part(a, part, n) for a in (q, k, v, mask, kept, self.lse))
+            w = _attention_weights(qp, kp, mp, self.scale, wp, lp)
             np.matmul(w, vp, out=out[part])
         if on_weights is not None:
             on_weights(kept)
@@ -122,7 +128,8 @@ class FusedAttention(Function):
         for part in head_blocks(self.shape):
             qp, kp, vp = (_part(a, part, n) for a in (q, k, v))
             if self.weights is None:  # recomputed, this block only
-                w = _attention_weights(qp, kp, _part(self.mask, part, n), self.scale)
+                mp, lp = _part(self.mask, part, n), self.lse[part]
+                w = _attention_weights(qp, kp, mp, self.scale, lse=lp, known=True)
             else:
                 w = self.weights[part]
             dq, dk, dv = (None if d is None else d[part] for d in grads)
