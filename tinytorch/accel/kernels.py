@@ -70,7 +70,8 @@ def _part(a, part: slice, ndim: int):
 
 def _attention_weights(q, k, mask, scale, out=None, lse=None, known=False) -> np.ndarray:
     """softmax(q kᵀ · scale + mask) into `out` (None: fresh); rows' log-sum-exp to/from `lse`."""
-    scores = np.matmul(q * scale, np.swapaxes(k, -1, -2), out=out)  # (..., Tq, Tk)
+    k_t = np.multiply(np.swapaxes(k, -1, -2), scale, order="C")  # kᵀ · scale, contiguous
+    scores = np.matmul(q, k_t, out=out)  # (..., Tq, Tk)
     if mask is not None:
         scores += mask
     if known:  # exp(s − lse) is the softmax: no maximum, no sum
@@ -85,7 +86,7 @@ def _attention_grads(w, q, k, v, out, grad, scale, dq, dk, dv) -> None:
     if dq is None and dk is None:
         return
     g = grad * scale  # scales dW and the correction, so dS comes out scaled
-    ds = g @ np.swapaxes(v, -1, -2)  # dW / sqrt(d), (..., Tq, Tk)
+    ds = g @ np.ascontiguousarray(np.swapaxes(v, -1, -2))  # dW / sqrt(d), (..., Tq, Tk)
     ds -= np.einsum("...d,...d->...", g, out)[..., None]  # rowsum(dW * W)
     ds *= w
     if dq is not None:
