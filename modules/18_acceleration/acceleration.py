@@ -296,23 +296,23 @@ class QKVProjection(Function):
 # ## 4. LayerNorm as one node
 #
 # Module 13's LayerNorm, `(x - mean) / sqrt(var + eps) * gamma + beta`, is six nodes. As one
-# `Function` the forward keeps `x_hat` and `1 / std`, and the backward is
+# `Function`, with `xc = x − mean`, `rstd = 1 / sqrt(var + eps)` and `x_hat = xc · rstd`:
 #
 #     g = dy · gamma
-#     dx = (g − mean(g) − x_hat · mean(g · x_hat)) / std
+#     dx = rstd · (g − mean(g) − x_hat · mean(g · x_hat))
 #     dgamma = Σ dy · x_hat          dbeta = Σ dy          (over every leading axis)
 #
-# numpy's `mean` and `sum` are slow over many short rows; a matrix-vector product gives the same
-# numbers faster. The given `mean_last(a)` is `a.mean(axis=-1, keepdims=True)` that way, and
-# `sum_leading(a)` sums over every axis but the last. Two more products spare whole arrays: the
-# variance's sum of squares is `np.einsum("...c,...c->...", xc, xc)` (no `xc * xc` array), and
-# since `g = dy · gamma`, `mean(g) = (dy @ gamma) / C` and `mean(g · x_hat) = ((dy · x_hat) @
-# gamma) / C`, where `dy · x_hat` is the array `dgamma` sums anyway: one product array serves both.
-#
-# Rows are independent, so the given code runs both directions a block of rows at a time (about
-# `BLOCK` values: section 5 says why) and you write one block, into the arrays you are handed:
-# `_layernorm_rows(x, gamma, beta, eps, out, x_hat, rstd)` fills `out`, `x_hat` and `rstd`
-# `(rows, 1)`; `_layernorm_grads(grad, x_hat, rstd, gamma, gx, ggamma, gbeta)` fills `gx` and
+# numpy's `mean` and `sum` are slow over many short rows; matrix-vector products give the same
+# numbers faster: the given `mean_last(a)` (`a.mean(axis=-1, keepdims=True)`), `sum_leading(a)`
+# (the sum over every axis but the last) and `np.einsum("...c,...c->...", xc, xc)` (the sums of
+# squares, no `xc * xc` array). In a training step, writing fresh memory is dear (measured: writing
+# a kept `x_hat` took a quarter of the forward), and the graph keeps `x` anyway: keep only each
+# row's `mean` and `rstd` and centre again in the backward, never forming `x_hat`:
+# `Σ dy · x_hat = rstdᵀ (dy · xc)`, `mean(g) = (dy @ gamma) / C` and `x_hat · mean(g · x_hat) =
+# xc · rstd² · ((dy · xc) @ gamma) / C`. The given code runs both directions a block of rows at a
+# time (about `BLOCK` values: section 5 says why); you write one block, into the given arrays:
+# `_layernorm_rows(x, gamma, beta, eps, out, mean, rstd)` fills `out`, `mean` and `rstd`
+# `(rows, 1)`; `_layernorm_grads(grad, x, mean, rstd, gamma, gx, ggamma, gbeta)` fills `gx` and
 # adds the block's sums into `ggamma` and `gbeta` (each None when nobody needs it).
 
 
@@ -330,34 +330,34 @@ def sum_leading(a: np.ndarray) -> np.ndarray:
     return np.ones(len(rows), dtype=a.dtype) @ rows
 
 
-def _layernorm_rows(x, gamma, beta, eps, out, x_hat, rstd) -> None:
-    """One block of rows (rows, C): out = gamma * x_hat + beta, keeping x_hat and rstd."""
+def _layernorm_rows(x, gamma, beta, eps, out, mean, rstd) -> None:
+    """One block of rows (rows, C): out = gamma * x_hat + beta, keeping each row's mean and rstd."""
     ### BEGIN SOLUTION
-    np.subtract(x, mean_last(x), out=x_hat)  # centred, in x_hat's buffer
-    var = np.einsum("...c,...c->...", x_hat, x_hat)[..., None] / x.shape[-1]  # (rows, 1)
-    np.sqrt(var + eps, out=rstd)
-    np.reciprocal(rstd, out=rstd)  # 1 / sqrt(var + eps)
-    x_hat *= rstd
-    np.multiply(x_hat, gamma, out=out)
+    np.copyto(mean, mean_last(x))
+    np.subtract(x, mean, out=out)  # xc, in out's buffer
+    var = np.einsum("...c,...c->...", out, out)[..., None] / x.shape[-1]  # (rows, 1)
+    np.reciprocal(np.sqrt(var + eps, out=rstd), out=rstd)  # 1 / sqrt(var + eps)
+    out *= rstd  # x_hat
+    out *= gamma
     out += beta
     ### END SOLUTION
 
 
-def _layernorm_grads(grad, x_hat, rstd, gamma, gx, ggamma, gbeta) -> None:
+def _layernorm_grads(grad, x, mean, rstd, gamma, gx, ggamma, gbeta) -> None:
     """One block of rows: gx (None: not needed), and its sums added into ggamma and gbeta."""
     ### BEGIN SOLUTION
-    dy_xhat = grad * x_hat  # dgamma's terms; through gamma, also mean(g * x_hat)
+    xc = x - mean  # centred again; x_hat = xc * rstd is never formed
+    dy_xc = grad * xc  # dgamma's terms (weighted by rstd) and, through gamma, mean(g * x_hat)
     if ggamma is not None:
-        ggamma += sum_leading(dy_xhat)
+        ggamma += rstd[:, 0] @ dy_xc  # Σ dy * x_hat
     if gbeta is not None:
         gbeta += sum_leading(grad)
     if gx is not None:
-        size = x_hat.shape[-1]
-        mean_g = (grad @ gamma)[..., None] / size  # mean(g), g = grad * gamma
-        mean_gx = (dy_xhat @ gamma)[..., None] / size  # mean(g * x_hat)
+        mean_g = (grad @ gamma)[..., None] / x.shape[-1]  # mean(g), g = grad * gamma
+        rate = (dy_xc @ gamma)[..., None] * (rstd * rstd / x.shape[-1])  # mean(g x_hat) rstd
         np.multiply(grad, gamma, out=gx)  # g, the gradient with respect to x_hat
         gx -= mean_g
-        gx -= np.multiply(x_hat, mean_gx, out=dy_xhat)  # dy_xhat's buffer, used up
+        gx -= np.multiply(xc, rate, out=xc)  # x_hat * mean(g * x_hat); xc's buffer, used up
         gx *= rstd
     ### END SOLUTION
 
@@ -367,21 +367,21 @@ class FusedLayerNorm(Function):
 
     def forward(self, x, gamma, beta, eps=1e-5):
         rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])  # (rows, C)
-        out, self.x_hat = np.empty_like(rows), np.empty_like(rows)
-        self.rstd, self.gamma, self.shape = np.empty((len(rows), 1), rows.dtype), gamma, x.shape
+        out, self.rows, self.gamma, self.shape = np.empty_like(rows), rows, gamma, x.shape
+        self.mean, self.rstd = (np.empty((len(rows), 1), rows.dtype) for _ in range(2))
         for part in blocks(len(rows), max(1, BLOCK // max(rows.shape[1], 1))):
-            _layernorm_rows(rows[part], gamma, beta, eps, out[part], self.x_hat[part],
+            _layernorm_rows(rows[part], gamma, beta, eps, out[part], self.mean[part],
                             self.rstd[part])  # fmt: skip
         return out.reshape(x.shape)
 
     def backward(self, grad):
-        x_hat = self.x_hat
-        grad = np.ascontiguousarray(grad).reshape(x_hat.shape)
-        gx = np.empty_like(x_hat) if self.needs_grad[0] else None
-        ggamma, gbeta = (np.zeros(x_hat.shape[1], x_hat.dtype) if need else None
+        rows = self.rows
+        grad = np.ascontiguousarray(grad).reshape(rows.shape)
+        gx = np.empty_like(rows) if self.needs_grad[0] else None
+        ggamma, gbeta = (np.zeros(rows.shape[1], rows.dtype) if need else None
                          for need in self.needs_grad[1:3])  # fmt: skip
-        for part in blocks(len(x_hat), max(1, BLOCK // max(x_hat.shape[1], 1))):
-            _layernorm_grads(grad[part], x_hat[part], self.rstd[part], self.gamma,
+        for part in blocks(len(rows), max(1, BLOCK // max(rows.shape[1], 1))):
+            _layernorm_grads(grad[part], rows[part], self.mean[part], self.rstd[part], self.gamma,
                              None if gx is None else gx[part], ggamma, gbeta)  # fmt: skip
         return None if gx is None else gx.reshape(self.shape), ggamma, gbeta
 

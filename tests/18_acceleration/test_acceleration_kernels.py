@@ -120,6 +120,38 @@ def test_fused_layernorm_equals_the_lesson_torch_and_differences():
         np.testing.assert_allclose(a, torch_case[name], rtol=1e-8, atol=1e-10)
 
 
+def test_fused_layernorm_keeps_x_itself_and_two_numbers_per_row(rng):
+    x = rng.normal(size=(4, 6, 8)).astype(np.float32)
+    fused = FusedLayerNorm()
+    fused.needs_grad = (True, True, True)
+    fused.forward(x, np.ones(8, np.float32), np.zeros(8, np.float32))
+    kept = [a for a in vars(fused).values() if isinstance(a, np.ndarray)]
+    assert any(np.shares_memory(a, x) for a in kept)  # x, not a copy
+    others = [a for a in kept if not np.shares_memory(a, x)]
+    assert sum(a.size for a in others) <= 2 * 24 + 8  # mean and rstd per row, gamma
+
+
+def test_fused_layernorm_centres_in_float32_when_the_mean_dwarfs_the_spread(rng):
+    x = (1000 + rng.normal(size=(3, 5, 16))).astype(np.float32)  # var = E[x²] - mean² would fail
+    gamma, beta = rng.normal(size=16), rng.normal(size=16)
+    grad = rng.normal(size=x.shape)
+    fused = FusedLayerNorm()
+    fused.needs_grad = (True, True, True)
+    f32 = [a.astype(np.float32) for a in (gamma, beta, grad)]
+    got = fused.forward(x, f32[0], f32[1])
+    got_grads = fused.backward(f32[2])
+    xc = x.astype(np.float64) - x.mean(axis=-1, keepdims=True, dtype=np.float64)
+    rstd = 1 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + 1e-5)
+    x_hat = xc * rstd
+    g = grad * gamma
+    dx = rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True))
+    want_grads = (dx, (grad * x_hat).sum(axis=(0, 1)), grad.sum(axis=(0, 1)))
+    assert got.dtype == np.float32 and all(a.dtype == np.float32 for a in got_grads)
+    np.testing.assert_allclose(got, x_hat * gamma + beta, rtol=2e-3, atol=2e-3)
+    for a, b in zip(got_grads, want_grads):
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3)
+
+
 @pytest.mark.parametrize("recompute", [False, True])
 def test_fused_gelu_equals_the_lesson_torch_and_differences(recompute):
     torch_case = REF.case("gelu")  # F.gelu(x, approximate="tanh")
