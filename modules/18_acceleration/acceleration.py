@@ -65,19 +65,20 @@ def blocks(size: int, block: int | None = None) -> list[slice]:
 # attention makes, so here the scores *become* the weights: subtract the row maximum into the
 # same buffer (`np.subtract(s, peak, out=s)`), exponentiate in place, and multiply by the
 # reciprocal of the row sums (one division per row, not one per element). numpy reduces many
-# short rows slowly, one small loop per row. Two ways around it: the sums are a matrix-vector
-# product with a vector of ones, one fast product (`scores @ np.ones(n)`); and the row maximum
-# given a starting value, `scores.max(axis=-1, keepdims=True, initial=-np.inf)`, takes numpy's
-# faster loop (measured here on rows of 64 and 128 values: about 2.5 times faster than without).
+# short rows slowly, one small loop per row: instead, the sums are one matrix-vector product with
+# ones (`scores @ np.ones(n)`), and the maximum given a starting value, `scores.max(axis=-1,
+# keepdims=True, initial=-np.inf)`, takes numpy's faster loop (about 2.5 times, rows of 64, 128).
 # A row whose keys are all blocked is all -inf, and -inf - (-inf) is NaN: use 0 as that row's
 # maximum (it then exponentiates to zeros) and leave the all-zero row as it is instead of
-# dividing by zero.
+# dividing by zero. Given `lse`, also write each row's log-sum-exp `log Σ_j exp(s_j)` into it,
+# `peak + log(total)` (0 for a blocked row): `softmax(s) = exp(s − lse)`, no max, no sum (sec. 2).
 
 
 # %% nbgrader={"grade": false, "grade_id": "softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
 #| export
-def softmax_rows_(scores: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, written into `scores` itself; all -inf rows become zeros."""
+def softmax_rows_(scores: np.ndarray, lse: np.ndarray | None = None) -> np.ndarray:
+    """Softmax over the last axis, written into `scores` itself; all -inf rows become zeros.
+    `lse` (..., 1), if given, receives each row's log-sum-exp (0 for an all -inf row)."""
     ### BEGIN SOLUTION
     peak = scores.max(axis=-1, keepdims=True, initial=-np.inf)  # the starting value: faster
     peak[np.isneginf(peak)] = 0  # fully blocked row: exp(-inf - 0) = 0, not nan
@@ -85,6 +86,8 @@ def softmax_rows_(scores: np.ndarray) -> np.ndarray:
     np.exp(scores, out=scores)
     total = (scores @ np.ones(scores.shape[-1], scores.dtype))[..., None]  # the row sums
     total[total == 0] = 1  # fully blocked row stays all zeros
+    if lse is not None:
+        np.add(np.log(total), peak, out=lse)  # log Σ exp(s) = peak + log Σ exp(s − peak)
     np.reciprocal(total, out=total)
     scores *= total
     ### END SOLUTION
@@ -103,29 +106,27 @@ def softmax_rows_(scores: np.ndarray) -> np.ndarray:
 #     dq = dS k / sqrt(d)                 dk = dSᵀ q / sqrt(d)
 #
 # The correction `rowsum(dW ⊙ W)`, a `(T_q, T_k)` product, equals `rowsum(dO ⊙ O)`
-# (`Σ_j dW_ij W_ij = Σ_j Σ_e dO_ie v_je W_ij = Σ_e dO_ie O_ie`), a `(T_q, d)` one. Scale q rather
-# than the scores (`T·d` multiplications instead of `T·T`), and in the backward scale `dO` once
-# (`g = dO / sqrt(d)`): `dW` and the correction, both made from it, come out scaled, so `dS`
-# needs no pass of its own. The correction is a dot product per row; `np.einsum("...d,...d->...",
-# g, out)` computes it without the `(..., T, d)` product array `np.sum(g * out, -1)` would make.
+# (`Σ_j dW_ij W_ij = Σ_j Σ_e dO_ie v_je W_ij = Σ_e dO_ie O_ie`), a `(T_q, d)` one. Scale kᵀ, not
+# the scores (`T·d` multiplications, not `T·T`), into a C-order copy: BLAS multiplies by a
+# contiguous `(d, T)` matrix in about a third less time than by a transposed view (vᵀ likewise).
+# Scale `dO` once (`g = dO / sqrt(d)`): `dW` and the correction, made from it, come out scaled,
+# and `dS` needs no pass of its own; the correction is `np.einsum("...d,...d->...", g, out)`.
 #
 # The given code runs both directions a block of the batch at a time (`head_blocks`: about
-# `BLOCK` score values each), so a block's scores, weights and `dS` stay in the core's cache
-# from the product that makes them to the product that uses them. You write one block:
-# `_attention_weights(q, k, mask, scale, out)` puts the weights into `out` (the kept weights'
-# block, or a fresh array when `out` is None), and `_attention_grads(w, q, k, v, out, grad,
-# scale, dq, dk, dv)` writes the block's gradients into the arrays it is handed
-# (`np.matmul(a, b, out=dq)`; None: nobody needs that one, none at generation time). For
-# `(B, H, T, d)` heads the given code stores the output and the gradients in `(B, T, H, d)` memory
-# order (`heads_buffer`), so the caller's merge of the heads back into `(B, T, H·d)` and section
-# 3's backward read them without a copy.
+# `BLOCK` score values each), so a block's scores, weights and `dS` stay in the core's cache from
+# the product that makes them to the one that uses them. You write one block:
+# `_attention_weights(q, k, mask, scale, out, lse, known)` puts the weights into `out` (None: a
+# fresh array), and `_attention_grads(w, q, k, v, out, grad, scale, dq, dk, dv)` writes the
+# gradients into the arrays it is handed (`np.matmul(a, b, out=dq)`; None: not needed). The given
+# code stores `(B, H, T, d)` outputs and gradients in `(B, T, H, d)` memory order (`heads_buffer`):
+# merging the heads into `(B, T, H·d)`, and section 3's backward, then need no copy.
 #
 # **Recomputation.** The weights are `(B, H, T, T)` per layer, the largest array training keeps.
-# With `recompute=True` the forward keeps none of them and the backward recomputes each block's
-# from q, k and the mask, in cache: one more product and softmax per layer for a smaller peak.
-# The given `forward` takes three arrays or one packed `(3, ..., T, d)` array (section 3's
-# output), for which the backward returns one packed gradient; `on_weights`, if given, is called
-# with the weights.
+# With `recompute=True` the forward keeps none of them, only each row's log-sum-exp (`lse`,
+# `(..., T_q, 1)`), and the backward recomputes each block's from q, k and the mask, in cache, as
+# `exp(s − lse)` (`known=True`): one more product per layer, no maximum, no sum, no division.
+# `forward` takes three arrays or one packed `(3, ..., T, d)` array (section 3's output), for
+# which the backward returns one packed gradient; `on_weights`, if given, gets the weights.
 
 
 # %% nbgrader={"grade": false, "grade_id": "attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -157,13 +158,16 @@ def _part(a, part: slice, ndim: int):
     return a[part]
 
 
-def _attention_weights(q, k, mask, scale, out=None) -> np.ndarray:
-    """softmax(q kᵀ · scale + mask) (..., T_q, T_k), written into `out` (None: a fresh array)."""
+def _attention_weights(q, k, mask, scale, out=None, lse=None, known=False) -> np.ndarray:
+    """softmax(q kᵀ · scale + mask) into `out` (None: fresh); rows' log-sum-exp to/from `lse`."""
     ### BEGIN SOLUTION
-    scores = np.matmul(q * scale, np.swapaxes(k, -1, -2), out=out)  # (..., Tq, Tk)
+    k_t = np.multiply(np.swapaxes(k, -1, -2), scale, order="C")  # kᵀ · scale, contiguous
+    scores = np.matmul(q, k_t, out=out)  # (..., Tq, Tk)
     if mask is not None:
         scores += mask
-    return softmax_rows_(scores)
+    if known:  # exp(s − lse) is the softmax: no maximum, no sum
+        return np.exp(np.subtract(scores, lse, out=scores), out=scores)
+    return softmax_rows_(scores, lse)
     ### END SOLUTION
 
 
@@ -175,7 +179,7 @@ def _attention_grads(w, q, k, v, out, grad, scale, dq, dk, dv) -> None:
     if dq is None and dk is None:
         return
     g = grad * scale  # scales dW and the correction, so dS comes out scaled
-    ds = g @ np.swapaxes(v, -1, -2)  # dW / sqrt(d), (..., Tq, Tk)
+    ds = g @ np.ascontiguousarray(np.swapaxes(v, -1, -2))  # dW / sqrt(d), (..., Tq, Tk)
     ds -= np.einsum("...d,...d->...", g, out)[..., None]  # rowsum(dW * W)
     ds *= w
     if dq is not None:
@@ -195,11 +199,12 @@ class FusedAttention(Function):
         self.lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         self.shape = (*self.lead, q.shape[-2], k.shape[-2])  # the scores (..., Tq, Tk)
         kept = None if recompute and on_weights is None else np.empty(self.shape, q.dtype)
+        self.lse = np.empty((*self.shape[:-1], 1), q.dtype) if recompute else None
         out = heads_buffer((*self.shape[:-1], v.shape[-1]), v.dtype)  # (..., Tq, Dv)
         n = len(self.shape)
         for part in head_blocks(self.shape):
-            qp, kp, vp, mp = (_part(a, part, n) for a in (q, k, v, mask))
-            w = _attention_weights(qp, kp, mp, self.scale, None if kept is None else kept[part])
+            qp, kp, vp, mp, wp, lp = (_part(a, part, n) for a in (q, k, v, mask, kept, self.lse))
+            w = _attention_weights(qp, kp, mp, self.scale, wp, lp)
             np.matmul(w, vp, out=out[part])
         if on_weights is not None:
             on_weights(kept)
@@ -218,7 +223,8 @@ class FusedAttention(Function):
         for part in head_blocks(self.shape):
             qp, kp, vp = (_part(a, part, n) for a in (q, k, v))
             if self.weights is None:  # recomputed, this block only
-                w = _attention_weights(qp, kp, _part(self.mask, part, n), self.scale)
+                mp, lp = _part(self.mask, part, n), self.lse[part]
+                w = _attention_weights(qp, kp, mp, self.scale, lse=lp, known=True)
             else:
                 w = self.weights[part]
             dq, dk, dv = (None if d is None else d[part] for d in grads)
@@ -235,15 +241,13 @@ class FusedAttention(Function):
 # transpose, and autograd keeps nine nodes. `QKVProjection` puts the n weights side by side,
 # `W = [W_1 ... W_n]` `(E, n·E)`, and makes all n projections of the `(B·T, E)` rows with one
 # matrix product `(B·T, n·E)`. Read as `(B, T, n, H, D)` and transposed, that product is the heads
-# `(n, B, H, T, D)` (`(B, H, T, D)` for n = 1) as a strided view; attention's batched products run
-# faster on contiguous heads, so add the biases `[b_1 ... b_n]` to the product in place and copy
-# the view once with `np.ascontiguousarray` (measured: faster than one `np.add` from the strided
-# view into the heads, which walks numpy's slow broadcasting path).
+# `(n, B, H, T, D)` (`(B, H, T, D)` for n = 1) as a strided view. Add the biases `[b_1 ... b_n]`
+# to the product in place, then copy the view once (`np.ascontiguousarray`). Measured: attention's
+# products on strided heads cost more than the copy; one `np.add` from view to heads, more still.
 #
-# The backward reads the gradient in the same `(B, T, n, H, D)` order, `g` `(B·T, n·E)`, which
-# is a reshape without a copy when it is stored that way (section 2's backward stores it so), and
-# needs two products for all n: `dx = g Wᵀ`, `dW = xᵀ g` (the n `dW_i` are its column blocks),
-# `db = Σ_rows g`; a gradient nobody needs is skipped.
+# The backward reads the gradient `g` `(B·T, n·E)` in the same order (section 2 stores it so: a
+# reshape, no copy); two products serve all n: `dx = g Wᵀ`, `dW = xᵀ g` (the n `dW_i` are its
+# column blocks), and `db = Σ_rows g`. A gradient nobody needs is skipped.
 
 
 # %% nbgrader={"grade": false, "grade_id": "projection", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -292,23 +296,23 @@ class QKVProjection(Function):
 # ## 4. LayerNorm as one node
 #
 # Module 13's LayerNorm, `(x - mean) / sqrt(var + eps) * gamma + beta`, is six nodes. As one
-# `Function` the forward keeps `x_hat` and `1 / std`, and the backward is
+# `Function`, with `xc = x − mean`, `rstd = 1 / sqrt(var + eps)` and `x_hat = xc · rstd`:
 #
 #     g = dy · gamma
-#     dx = (g − mean(g) − x_hat · mean(g · x_hat)) / std
+#     dx = rstd · (g − mean(g) − x_hat · mean(g · x_hat))
 #     dgamma = Σ dy · x_hat          dbeta = Σ dy          (over every leading axis)
 #
-# numpy's `mean` and `sum` are slow over many short rows; a matrix-vector product gives the same
-# numbers faster. The given `mean_last(a)` is `a.mean(axis=-1, keepdims=True)` that way, and
-# `sum_leading(a)` sums over every axis but the last. Two more products spare whole arrays: the
-# variance's sum of squares is `np.einsum("...c,...c->...", xc, xc)` (no `xc * xc` array), and
-# since `g = dy · gamma`, `mean(g) = (dy @ gamma) / C` and `mean(g · x_hat) = ((dy · x_hat) @
-# gamma) / C`, where `dy · x_hat` is the array `dgamma` sums anyway: one product array serves both.
-#
-# Rows are independent, so the given code runs both directions a block of rows at a time (about
-# `BLOCK` values: section 5 says why) and you write one block, into the arrays you are handed:
-# `_layernorm_rows(x, gamma, beta, eps, out, x_hat, rstd)` fills `out`, `x_hat` and `rstd`
-# `(rows, 1)`; `_layernorm_grads(grad, x_hat, rstd, gamma, gx, ggamma, gbeta)` fills `gx` and
+# numpy's `mean` and `sum` are slow over many short rows; matrix-vector products give the same
+# numbers faster: the given `mean_last(a)` (`a.mean(axis=-1, keepdims=True)`), `sum_leading(a)`
+# (the sum over every axis but the last) and `np.einsum("...c,...c->...", xc, xc)` (the sums of
+# squares, no `xc * xc` array). In a training step, writing fresh memory is dear (measured: writing
+# a kept `x_hat` took a quarter of the forward), and the graph keeps `x` anyway: keep only each
+# row's `mean` and `rstd` and centre again in the backward, never forming `x_hat`:
+# `Σ dy · x_hat = rstdᵀ (dy · xc)`, `mean(g) = (dy @ gamma) / C` and `x_hat · mean(g · x_hat) =
+# xc · rstd² · ((dy · xc) @ gamma) / C`. The given code runs both directions a block of rows at a
+# time (about `BLOCK` values: section 5 says why); you write one block, into the given arrays:
+# `_layernorm_rows(x, gamma, beta, eps, out, mean, rstd)` fills `out`, `mean` and `rstd`
+# `(rows, 1)`; `_layernorm_grads(grad, x, mean, rstd, gamma, gx, ggamma, gbeta)` fills `gx` and
 # adds the block's sums into `ggamma` and `gbeta` (each None when nobody needs it).
 
 
@@ -326,34 +330,34 @@ def sum_leading(a: np.ndarray) -> np.ndarray:
     return np.ones(len(rows), dtype=a.dtype) @ rows
 
 
-def _layernorm_rows(x, gamma, beta, eps, out, x_hat, rstd) -> None:
-    """One block of rows (rows, C): out = gamma * x_hat + beta, keeping x_hat and rstd."""
+def _layernorm_rows(x, gamma, beta, eps, out, mean, rstd) -> None:
+    """One block of rows (rows, C): out = gamma * x_hat + beta, keeping each row's mean and rstd."""
     ### BEGIN SOLUTION
-    np.subtract(x, mean_last(x), out=x_hat)  # centred, in x_hat's buffer
-    var = np.einsum("...c,...c->...", x_hat, x_hat)[..., None] / x.shape[-1]  # (rows, 1)
-    np.sqrt(var + eps, out=rstd)
-    np.reciprocal(rstd, out=rstd)  # 1 / sqrt(var + eps)
-    x_hat *= rstd
-    np.multiply(x_hat, gamma, out=out)
+    np.copyto(mean, mean_last(x))
+    np.subtract(x, mean, out=out)  # xc, in out's buffer
+    var = np.einsum("...c,...c->...", out, out)[..., None] / x.shape[-1]  # (rows, 1)
+    np.reciprocal(np.sqrt(var + eps, out=rstd), out=rstd)  # 1 / sqrt(var + eps)
+    out *= rstd  # x_hat
+    out *= gamma
     out += beta
     ### END SOLUTION
 
 
-def _layernorm_grads(grad, x_hat, rstd, gamma, gx, ggamma, gbeta) -> None:
+def _layernorm_grads(grad, x, mean, rstd, gamma, gx, ggamma, gbeta) -> None:
     """One block of rows: gx (None: not needed), and its sums added into ggamma and gbeta."""
     ### BEGIN SOLUTION
-    dy_xhat = grad * x_hat  # dgamma's terms; through gamma, also mean(g * x_hat)
+    xc = x - mean  # centred again; x_hat = xc * rstd is never formed
+    dy_xc = grad * xc  # dgamma's terms (weighted by rstd) and, through gamma, mean(g * x_hat)
     if ggamma is not None:
-        ggamma += sum_leading(dy_xhat)
+        ggamma += rstd[:, 0] @ dy_xc  # Σ dy * x_hat
     if gbeta is not None:
         gbeta += sum_leading(grad)
     if gx is not None:
-        size = x_hat.shape[-1]
-        mean_g = (grad @ gamma)[..., None] / size  # mean(g), g = grad * gamma
-        mean_gx = (dy_xhat @ gamma)[..., None] / size  # mean(g * x_hat)
+        mean_g = (grad @ gamma)[..., None] / x.shape[-1]  # mean(g), g = grad * gamma
+        rate = (dy_xc @ gamma)[..., None] * (rstd * rstd / x.shape[-1])  # mean(g x_hat) rstd
         np.multiply(grad, gamma, out=gx)  # g, the gradient with respect to x_hat
         gx -= mean_g
-        gx -= np.multiply(x_hat, mean_gx, out=dy_xhat)  # dy_xhat's buffer, used up
+        gx -= np.multiply(xc, rate, out=xc)  # x_hat * mean(g * x_hat); xc's buffer, used up
         gx *= rstd
     ### END SOLUTION
 
@@ -363,21 +367,21 @@ class FusedLayerNorm(Function):
 
     def forward(self, x, gamma, beta, eps=1e-5):
         rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])  # (rows, C)
-        out, self.x_hat = np.empty_like(rows), np.empty_like(rows)
-        self.rstd, self.gamma, self.shape = np.empty((len(rows), 1), rows.dtype), gamma, x.shape
+        out, self.rows, self.gamma, self.shape = np.empty_like(rows), rows, gamma, x.shape
+        self.mean, self.rstd = (np.empty((len(rows), 1), rows.dtype) for _ in range(2))
         for part in blocks(len(rows), max(1, BLOCK // max(rows.shape[1], 1))):
-            _layernorm_rows(rows[part], gamma, beta, eps, out[part], self.x_hat[part],
+            _layernorm_rows(rows[part], gamma, beta, eps, out[part], self.mean[part],
                             self.rstd[part])  # fmt: skip
         return out.reshape(x.shape)
 
     def backward(self, grad):
-        x_hat = self.x_hat
-        grad = np.ascontiguousarray(grad).reshape(x_hat.shape)
-        gx = np.empty_like(x_hat) if self.needs_grad[0] else None
-        ggamma, gbeta = (np.zeros(x_hat.shape[1], x_hat.dtype) if need else None
+        rows = self.rows
+        grad = np.ascontiguousarray(grad).reshape(rows.shape)
+        gx = np.empty_like(rows) if self.needs_grad[0] else None
+        ggamma, gbeta = (np.zeros(rows.shape[1], rows.dtype) if need else None
                          for need in self.needs_grad[1:3])  # fmt: skip
-        for part in blocks(len(x_hat), max(1, BLOCK // max(x_hat.shape[1], 1))):
-            _layernorm_grads(grad[part], x_hat[part], self.rstd[part], self.gamma,
+        for part in blocks(len(rows), max(1, BLOCK // max(rows.shape[1], 1))):
+            _layernorm_grads(grad[part], rows[part], self.mean[part], self.rstd[part], self.gamma,
                              None if gx is None else gx[part], ggamma, gbeta)  # fmt: skip
         return None if gx is None else gx.reshape(self.shape), ggamma, gbeta
 
@@ -386,12 +390,11 @@ class FusedLayerNorm(Function):
 # ## 5. GELU in cache-sized blocks, kept or recomputed
 #
 # GELU (tanh approximation) is `½ x (1 + t)` with `t = tanh(u)`, `u = s (x + c x³)`. Module 02
-# writes it as an expression, each operator a new `(B, T, 4C)` array (the MLP's widest). Writing
-# each step in place (`np.multiply(x, x, out=t); t *= s * c; t += s; t *= x; np.tanh(t, out=t)`)
-# saves the allocations, but every step is still a pass over an array of several MiB, too big for
-# the core's cache: the CPU spends its time moving memory, not computing. So the given code walks
-# the flat arrays in blocks of `BLOCK` values (`blocks(n)` gives the slices) and runs all the
-# steps of one block while it is in cache.
+# writes it as an expression, each operator a new `(B, T, 4C)` array (the MLP's widest). Steps in
+# place (`np.multiply(x, x, out=t); t *= s * c; ...`) save the allocations, but each is still a
+# pass over several MiB, more than the core's cache holds: the CPU waits on memory. So the given
+# code walks the flat arrays in blocks of `BLOCK` values (`blocks(n)` gives the slices) and runs
+# all the steps of one block while it is in cache.
 #
 # `_gelu_tanh(x, t)` writes `t` for one block; the given forward then writes `½ x (1 + t)` and
 # keeps `x` and `t` (with `recompute=True` only `x`: the backward recomputes `t` block by block,
@@ -568,26 +571,23 @@ class FusedAdam:
 # %% [markdown]
 # ## 8. Using the kernels: `accelerate` and `DataParallel` (given)
 #
-# Two given files put your kernels to work; read what they do, not their code.
-# `accelerate(model)` (`tinytorch/accel/accelerate.py`) gives each attention, LayerNorm, GELU and
-# embedding layer of a model a subclass of its own class whose `forward` calls your kernels; the
-# model keeps its class, parameters and `state_dict`, `plain(model)` undoes it and
-# `accelerated(model)` names the parts that run fast. What a fast path does not cover (a boolean
-# mask, a wrong shape) goes to the lesson's own `forward` and its error message.
-# `accelerate(optimizer)` mixes your `FusedAdam` into Adam or AdamW; `recompute=True` sets the
-# `recompute` of sections 2 and 5. `DataParallel(model, workers=2).backward(loss_fn, x, y)`
-# (`tinytorch/accel/parallel.py`) runs two halves of a batch on two threads (numpy releases
-# Python's lock inside its kernels) and sums their gradients. Both import your kernels from the
-# package, so the cells below run your exported code: `tito module export 18` after a change.
+# Two given files put your kernels to work (read what they do, not their code). `accelerate(model)`
+# (`tinytorch/accel/accelerate.py`) gives each attention, LayerNorm, GELU and embedding layer a
+# subclass of its own class whose `forward` calls your kernels (`plain(model)` undoes it,
+# `accelerated(model)` names the fast parts); what a fast path does not cover (a boolean mask, a
+# wrong shape) goes to the lesson's `forward` and its error message. `accelerate(optimizer)` mixes
+# your `FusedAdam` into Adam or AdamW; `recompute=True` sets sections 2 and 5's `recompute`.
+# `DataParallel(model, workers=2)` (`tinytorch/accel/parallel.py`) runs two halves of a batch on
+# two threads (numpy releases Python's lock inside its kernels) and sums their gradients. Both
+# import your kernels from the package: `tito module export 18` after a change.
 #
 # ## 9. What each step buys
 #
 # `step_ms(parts, workers=1, recompute=False)` (given, beside `accelerate`) trains a fresh small
-# GPT with `parts` accelerated and returns the fastest of four full steps (forward, loss,
-# backward, AdamW) after a warm-up: the fastest, because other work on the machine only ever adds
-# time. Below: the lesson way, then one fast piece after another, then with recomputation, then on
-# two threads. `step_ms(PARTS, config=PRESETS["small"], batch=16)` is the size `benchmarks/`
-# measures; expect noise on a busy machine.
+# GPT with `parts` accelerated and returns the fastest of four full steps (forward, loss, backward,
+# AdamW) after a warm-up (other work on the machine only ever adds time). Below: the lesson way,
+# then one fast piece after another, then recomputation, then two threads. `benchmarks/` measures
+# `step_ms(PARTS, config=PRESETS["small"], batch=16)`; expect noise on a busy machine.
 
 # %% tags=["demo"]
 from tinytorch.accel.accelerate import PARTS, step_ms

@@ -7,6 +7,7 @@ import pytest
 from fdcheck import check_function
 from fdcheck import weighted_grads as _grads
 
+from tinytorch.accel import kernels
 from tinytorch.accel.kernels import (
     FusedAttention,
     FusedGELU,
@@ -31,6 +32,18 @@ def test_softmax_in_place_equals_module_02_and_keeps_blocked_rows_zero(rng):
     np.testing.assert_allclose(buffer, want, rtol=1e-5, atol=1e-7)
     blocked = np.full((2, 3), -np.inf)
     assert np.all(softmax_rows_(blocked) == 0)
+
+
+def test_softmax_writes_each_rows_log_sum_exp_and_zero_for_a_blocked_row(rng):
+    scores = rng.normal(size=(2, 3, 5)) * 5
+    scores[1, 2] = -np.inf
+    total = np.exp(scores).sum(axis=-1, keepdims=True)
+    total[1, 2] = 1  # the blocked row's log-sum-exp is 0
+    want = np.log(total)
+    lse = np.full((2, 3, 1), np.nan)
+    weights = softmax_rows_(scores.copy(), lse)
+    np.testing.assert_allclose(lse, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.exp(scores - lse), weights, rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("recompute", [False, True])
@@ -61,11 +74,12 @@ def test_fused_attention_backward_matches_differences(rng, recompute):
     check_function(FusedAttention, packed, kwargs={"mask": causal_mask(4)})
 
 
-def test_fused_attention_reports_its_weights_and_a_blocked_row_is_zero(rng):
+@pytest.mark.parametrize("recompute", [False, True])
+def test_fused_attention_reports_its_weights_and_a_blocked_row_is_zero(rng, recompute):
     q = Tensor(rng.normal(size=(1, 3, 2)), requires_grad=True)
     seen = []
     kv, blocked = np.ones((1, 2, 2)), padding_mask([0], 2)[0]
-    out = FusedAttention.apply(q, kv, kv, mask=blocked, on_weights=seen.append)
+    out = FusedAttention.apply(q, kv, kv, mask=blocked, on_weights=seen.append, recompute=recompute)
     out.sum().backward()
     assert np.all(seen[0] == 0) and np.all(out.data == 0) and np.all(q.grad == 0)
 
@@ -106,6 +120,38 @@ def test_fused_layernorm_equals_the_lesson_torch_and_differences():
         np.testing.assert_allclose(a, torch_case[name], rtol=1e-8, atol=1e-10)
 
 
+def test_fused_layernorm_keeps_x_itself_and_two_numbers_per_row(rng):
+    x = rng.normal(size=(4, 6, 8)).astype(np.float32)
+    fused = FusedLayerNorm()
+    fused.needs_grad = (True, True, True)
+    fused.forward(x, np.ones(8, np.float32), np.zeros(8, np.float32))
+    kept = [a for a in vars(fused).values() if isinstance(a, np.ndarray)]
+    assert any(np.shares_memory(a, x) for a in kept)  # x, not a copy
+    others = [a for a in kept if not np.shares_memory(a, x)]
+    assert sum(a.size for a in others) <= 2 * 24 + 8  # mean and rstd per row, gamma
+
+
+def test_fused_layernorm_centres_in_float32_when_the_mean_dwarfs_the_spread(rng):
+    x = (1000 + rng.normal(size=(3, 5, 16))).astype(np.float32)  # var = E[x²] - mean² would fail
+    gamma, beta = rng.normal(size=16), rng.normal(size=16)
+    grad = rng.normal(size=x.shape)
+    fused = FusedLayerNorm()
+    fused.needs_grad = (True, True, True)
+    f32 = [a.astype(np.float32) for a in (gamma, beta, grad)]
+    got = fused.forward(x, f32[0], f32[1])
+    got_grads = fused.backward(f32[2])
+    xc = x.astype(np.float64) - x.mean(axis=-1, keepdims=True, dtype=np.float64)
+    rstd = 1 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + 1e-5)
+    x_hat = xc * rstd
+    g = grad * gamma
+    dx = rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True))
+    want_grads = (dx, (grad * x_hat).sum(axis=(0, 1)), grad.sum(axis=(0, 1)))
+    assert got.dtype == np.float32 and all(a.dtype == np.float32 for a in got_grads)
+    np.testing.assert_allclose(got, x_hat * gamma + beta, rtol=2e-3, atol=2e-3)
+    for a, b in zip(got_grads, want_grads):
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3)
+
+
 @pytest.mark.parametrize("recompute", [False, True])
 def test_fused_gelu_equals_the_lesson_torch_and_differences(recompute):
     torch_case = REF.case("gelu")  # F.gelu(x, approximate="tanh")
@@ -129,7 +175,24 @@ def test_recompute_keeps_less(rng):
     fused = FusedAttention()
     fused.needs_grad = (True, True, True)
     fused.forward(q, q, q, recompute=True)
-    assert fused.weights is None
+    assert fused.weights is None and fused.lse.shape == (2, 8, 1)  # one number per row
+
+
+def test_recomputed_weights_from_the_log_sum_exp_equal_the_kept_ones_in_float32(rng, monkeypatch):
+    monkeypatch.setattr(kernels, "BLOCK", 2 * 6 * 6)  # several blocks of two heads each
+    q, k, v = (rng.normal(size=(5, 6, 4)).astype(np.float32) * 3 for _ in range(3))
+    mask = np.where(rng.random((5, 6, 6)) < 0.3, -np.inf, 0).astype(np.float32)
+    mask[0, 2] = -np.inf  # a fully blocked row
+    grad = rng.normal(size=(5, 6, 4)).astype(np.float32)
+    runs = []
+    for recompute in (False, True):
+        fused = FusedAttention()
+        fused.needs_grad = (True, True, True)
+        out = fused.forward(q, k, v, mask=mask, recompute=recompute)
+        runs.append((out, *fused.backward(grad)))
+    for kept, recomputed in zip(*runs):
+        assert recomputed.dtype == np.float32 and np.all(np.isfinite(recomputed))
+        np.testing.assert_allclose(recomputed, kept, rtol=1e-5, atol=1e-5)
 
 
 def test_sorted_embedding_lookup_equals_the_lesson_and_differences(rng):

@@ -25,14 +25,17 @@ def blocks(size: int, block: int | None = None) -> list[slice]:
     return [slice(start, start + block) for start in range(0, size, block)]
 
 
-def softmax_rows_(scores: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, written into `scores` itself; all -inf rows become zeros."""
+def softmax_rows_(scores: np.ndarray, lse: np.ndarray | None = None) -> np.ndarray:
+    """Softmax over the last axis, written into `scores` itself; all -inf rows become zeros.
+    `lse` (..., 1), if given, receives each row's log-sum-exp (0 for an all -inf row)."""
     peak = scores.max(axis=-1, keepdims=True, initial=-np.inf)  # the starting value: faster
     peak[np.isneginf(peak)] = 0  # fully blocked row: exp(-inf - 0) = 0, not nan
     np.subtract(scores, peak, out=scores)
     np.exp(scores, out=scores)
     total = (scores @ np.ones(scores.shape[-1], scores.dtype))[..., None]  # the row sums
     total[total == 0] = 1  # fully blocked row stays all zeros
+    if lse is not None:
+        np.add(np.log(total), peak, out=lse)  # log Σ exp(s) = peak + log Σ exp(s − peak)
     np.reciprocal(total, out=total)
     scores *= total
     return scores
@@ -65,12 +68,15 @@ def _part(a, part: slice, ndim: int):
     return a[part]
 
 
-def _attention_weights(q, k, mask, scale, out=None) -> np.ndarray:
-    """softmax(q kᵀ · scale + mask) (..., T_q, T_k), written into `out` (None: a fresh array)."""
-    scores = np.matmul(q * scale, np.swapaxes(k, -1, -2), out=out)  # (..., Tq, Tk)
+def _attention_weights(q, k, mask, scale, out=None, lse=None, known=False) -> np.ndarray:
+    """softmax(q kᵀ · scale + mask) into `out` (None: fresh); rows' log-sum-exp to/from `lse`."""
+    k_t = np.multiply(np.swapaxes(k, -1, -2), scale, order="C")  # kᵀ · scale, contiguous
+    scores = np.matmul(q, k_t, out=out)  # (..., Tq, Tk)
     if mask is not None:
         scores += mask
-    return softmax_rows_(scores)
+    if known:  # exp(s − lse) is the softmax: no maximum, no sum
+        return np.exp(np.subtract(scores, lse, out=scores), out=scores)
+    return softmax_rows_(scores, lse)
 
 
 def _attention_grads(w, q, k, v, out, grad, scale, dq, dk, dv) -> None:
@@ -80,7 +86,7 @@ def _attention_grads(w, q, k, v, out, grad, scale, dq, dk, dv) -> None:
     if dq is None and dk is None:
         return
     g = grad * scale  # scales dW and the correction, so dS comes out scaled
-    ds = g @ np.swapaxes(v, -1, -2)  # dW / sqrt(d), (..., Tq, Tk)
+    ds = g @ np.ascontiguousarray(np.swapaxes(v, -1, -2))  # dW / sqrt(d), (..., Tq, Tk)
     ds -= np.einsum("...d,...d->...", g, out)[..., None]  # rowsum(dW * W)
     ds *= w
     if dq is not None:
@@ -99,11 +105,12 @@ class FusedAttention(Function):
         self.lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         self.shape = (*self.lead, q.shape[-2], k.shape[-2])  # the scores (..., Tq, Tk)
         kept = None if recompute and on_weights is None else np.empty(self.shape, q.dtype)
+        self.lse = np.empty((*self.shape[:-1], 1), q.dtype) if recompute else None
         out = heads_buffer((*self.shape[:-1], v.shape[-1]), v.dtype)  # (..., Tq, Dv)
         n = len(self.shape)
         for part in head_blocks(self.shape):
-            qp, kp, vp, mp = (_part(a, part, n) for a in (q, k, v, mask))
-            w = _attention_weights(qp, kp, mp, self.scale, None if kept is None else kept[part])
+            qp, kp, vp, mp, wp, lp = (_part(a, part, n) for a in (q, k, v, mask, kept, self.lse))
+            w = _attention_weights(qp, kp, mp, self.scale, wp, lp)
             np.matmul(w, vp, out=out[part])
         if on_weights is not None:
             on_weights(kept)
@@ -122,7 +129,8 @@ class FusedAttention(Function):
         for part in head_blocks(self.shape):
             qp, kp, vp = (_part(a, part, n) for a in (q, k, v))
             if self.weights is None:  # recomputed, this block only
-                w = _attention_weights(qp, kp, _part(self.mask, part, n), self.scale)
+                mp, lp = _part(self.mask, part, n), self.lse[part]
+                w = _attention_weights(qp, kp, mp, self.scale, lse=lp, known=True)
             else:
                 w = self.weights[part]
             dq, dk, dv = (None if d is None else d[part] for d in grads)
@@ -180,31 +188,31 @@ def sum_leading(a: np.ndarray) -> np.ndarray:
     return np.ones(len(rows), dtype=a.dtype) @ rows
 
 
-def _layernorm_rows(x, gamma, beta, eps, out, x_hat, rstd) -> None:
-    """One block of rows (rows, C): out = gamma * x_hat + beta, keeping x_hat and rstd."""
-    np.subtract(x, mean_last(x), out=x_hat)  # centred, in x_hat's buffer
-    var = np.einsum("...c,...c->...", x_hat, x_hat)[..., None] / x.shape[-1]  # (rows, 1)
-    np.sqrt(var + eps, out=rstd)
-    np.reciprocal(rstd, out=rstd)  # 1 / sqrt(var + eps)
-    x_hat *= rstd
-    np.multiply(x_hat, gamma, out=out)
+def _layernorm_rows(x, gamma, beta, eps, out, mean, rstd) -> None:
+    """One block of rows (rows, C): out = gamma * x_hat + beta, keeping each row's mean and rstd."""
+    np.copyto(mean, mean_last(x))
+    np.subtract(x, mean, out=out)  # xc, in out's buffer
+    var = np.einsum("...c,...c->...", out, out)[..., None] / x.shape[-1]  # (rows, 1)
+    np.reciprocal(np.sqrt(var + eps, out=rstd), out=rstd)  # 1 / sqrt(var + eps)
+    out *= rstd  # x_hat
+    out *= gamma
     out += beta
 
 
-def _layernorm_grads(grad, x_hat, rstd, gamma, gx, ggamma, gbeta) -> None:
+def _layernorm_grads(grad, x, mean, rstd, gamma, gx, ggamma, gbeta) -> None:
     """One block of rows: gx (None: not needed), and its sums added into ggamma and gbeta."""
-    dy_xhat = grad * x_hat  # dgamma's terms; through gamma, also mean(g * x_hat)
+    xc = x - mean  # centred again; x_hat = xc * rstd is never formed
+    dy_xc = grad * xc  # dgamma's terms (weighted by rstd) and, through gamma, mean(g * x_hat)
     if ggamma is not None:
-        ggamma += sum_leading(dy_xhat)
+        ggamma += rstd[:, 0] @ dy_xc  # Σ dy * x_hat
     if gbeta is not None:
         gbeta += sum_leading(grad)
     if gx is not None:
-        size = x_hat.shape[-1]
-        mean_g = (grad @ gamma)[..., None] / size  # mean(g), g = grad * gamma
-        mean_gx = (dy_xhat @ gamma)[..., None] / size  # mean(g * x_hat)
+        mean_g = (grad @ gamma)[..., None] / x.shape[-1]  # mean(g), g = grad * gamma
+        rate = (dy_xc @ gamma)[..., None] * (rstd * rstd / x.shape[-1])  # mean(g x_hat) rstd
         np.multiply(grad, gamma, out=gx)  # g, the gradient with respect to x_hat
         gx -= mean_g
-        gx -= np.multiply(x_hat, mean_gx, out=dy_xhat)  # dy_xhat's buffer, used up
+        gx -= np.multiply(xc, rate, out=xc)  # x_hat * mean(g * x_hat); xc's buffer, used up
         gx *= rstd
 
 
@@ -213,21 +221,21 @@ class FusedLayerNorm(Function):
 
     def forward(self, x, gamma, beta, eps=1e-5):
         rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])  # (rows, C)
-        out, self.x_hat = np.empty_like(rows), np.empty_like(rows)
-        self.rstd, self.gamma, self.shape = np.empty((len(rows), 1), rows.dtype), gamma, x.shape
+        out, self.rows, self.gamma, self.shape = np.empty_like(rows), rows, gamma, x.shape
+        self.mean, self.rstd = (np.empty((len(rows), 1), rows.dtype) for _ in range(2))
         for part in blocks(len(rows), max(1, BLOCK // max(rows.shape[1], 1))):
-            _layernorm_rows(rows[part], gamma, beta, eps, out[part], self.x_hat[part],
+            _layernorm_rows(rows[part], gamma, beta, eps, out[part], self.mean[part],
                             self.rstd[part])  # fmt: skip
         return out.reshape(x.shape)
 
     def backward(self, grad):
-        x_hat = self.x_hat
-        grad = np.ascontiguousarray(grad).reshape(x_hat.shape)
-        gx = np.empty_like(x_hat) if self.needs_grad[0] else None
-        ggamma, gbeta = (np.zeros(x_hat.shape[1], x_hat.dtype) if need else None
+        rows = self.rows
+        grad = np.ascontiguousarray(grad).reshape(rows.shape)
+        gx = np.empty_like(rows) if self.needs_grad[0] else None
+        ggamma, gbeta = (np.zeros(rows.shape[1], rows.dtype) if need else None
                          for need in self.needs_grad[1:3])  # fmt: skip
-        for part in blocks(len(x_hat), max(1, BLOCK // max(x_hat.shape[1], 1))):
-            _layernorm_grads(grad[part], x_hat[part], self.rstd[part], self.gamma,
+        for part in blocks(len(rows), max(1, BLOCK // max(rows.shape[1], 1))):
+            _layernorm_grads(grad[part], rows[part], self.mean[part], self.rstd[part], self.gamma,
                              None if gx is None else gx[part], ggamma, gbeta)  # fmt: skip
         return None if gx is None else gx.reshape(self.shape), ggamma, gbeta
 
