@@ -6,7 +6,7 @@ import pytest
 from fdcheck import check_function
 from fdcheck import weighted_grads as _grads
 
-from tinytorch.accel import kernels
+from tinytorch.accel import blocking
 from tinytorch.accel.kernels import FusedAttention, FusedGELU, FusedLayerNorm, QKVProjection
 from tinytorch.core.activations import gelu
 from tinytorch.core.attention import causal_mask, padding_mask, scaled_dot_product_attention
@@ -24,7 +24,7 @@ def _same(fast, lesson):
 @pytest.mark.parametrize("block", [7, 50, 1 << 16])  # many blocks, a ragged last one, one block
 @pytest.mark.parametrize("recompute", [False, True])
 def test_gelu_in_blocks_equals_the_lesson(rng, monkeypatch, block, recompute):
-    monkeypatch.setattr(kernels, "BLOCK", block)
+    monkeypatch.setattr(blocking, "BLOCK", block)
     x, weight = rng.normal(size=(3, 5, 11)), rng.normal(size=(3, 5, 11))
     fast = _grads(lambda t: FusedGELU.apply(t, recompute=recompute), x, weight=weight)
     _same(fast, _grads(gelu, x, weight=weight))
@@ -33,7 +33,7 @@ def test_gelu_in_blocks_equals_the_lesson(rng, monkeypatch, block, recompute):
 
 @pytest.mark.parametrize("block", [8, 30, 1 << 16])
 def test_layernorm_in_blocks_equals_the_lesson(rng, monkeypatch, block):
-    monkeypatch.setattr(kernels, "BLOCK", block)
+    monkeypatch.setattr(blocking, "BLOCK", block)
     x, weight = rng.normal(2.0, 3.0, size=(4, 5, 8)), rng.normal(size=(4, 5, 8))
     gamma, beta = rng.normal(size=8), rng.normal(size=8)
 
@@ -51,7 +51,7 @@ def test_layernorm_in_blocks_equals_the_lesson(rng, monkeypatch, block):
 @pytest.mark.parametrize("recompute", [False, True])
 @pytest.mark.parametrize("mask", ["causal", "padding"])
 def test_attention_in_blocks_equals_the_lesson(rng, monkeypatch, block, recompute, mask):
-    monkeypatch.setattr(kernels, "BLOCK", block)
+    monkeypatch.setattr(blocking, "BLOCK", block)
     q, k, v, weight = (rng.normal(size=(3, 2, 5, 4)) for _ in range(4))
     m = causal_mask(5) if mask == "causal" else padding_mask([5, 3, 1], 5)  # (B, 1, 1, T)
     fast = _grads(

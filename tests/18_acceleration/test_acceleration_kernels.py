@@ -7,7 +7,7 @@ import pytest
 from fdcheck import check_function
 from fdcheck import weighted_grads as _grads
 
-from tinytorch.accel import kernels
+from tinytorch.accel import blocking
 from tinytorch.accel.kernels import (
     FusedAttention,
     FusedGELU,
@@ -179,7 +179,7 @@ def test_recompute_keeps_less(rng):
 
 
 def test_recomputed_weights_from_the_log_sum_exp_equal_the_kept_ones_in_float32(rng, monkeypatch):
-    monkeypatch.setattr(kernels, "BLOCK", 2 * 6 * 6)  # several blocks of two heads each
+    monkeypatch.setattr(blocking, "BLOCK", 2 * 6 * 6)  # several blocks of two heads each
     q, k, v = (rng.normal(size=(5, 6, 4)).astype(np.float32) * 3 for _ in range(3))
     mask = np.where(rng.random((5, 6, 6)) < 0.3, -np.inf, 0).astype(np.float32)
     mask[0, 2] = -np.inf  # a fully blocked row

@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
+from tinytorch.accel.blocking import block_scratch, blocks
 from tinytorch.accel.kernels import (
-    BLOCK,
     FusedAttention,
     FusedGELU,
     FusedLayerNorm,
@@ -32,7 +32,6 @@ from tinytorch.accel.kernels import (
     SortedEmbeddingLookup,
     _gelu_slope,
     _gelu_tanh,
-    blocks,
 )
 from tinytorch.accel.optim import FusedAdam
 from tinytorch.accel.parallel import (
@@ -191,7 +190,7 @@ def _gelu_and_grad(x: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray, np.ndar
     `_gelu_slope` (what FusedGELU's forward and backward run, without keeping tanh)."""
     flat, g = x.reshape(-1), np.ascontiguousarray(grad).reshape(-1)
     out, slope = np.empty_like(flat), np.empty_like(flat)
-    t, spare = (np.empty(min(flat.size, BLOCK), flat.dtype) for _ in range(2))
+    t, spare = (block_scratch(flat.size, flat.dtype) for _ in range(2))
     for part in blocks(flat.size):
         xs, os = flat[part], out[part]
         ts = t[: xs.size]

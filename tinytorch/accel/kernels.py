@@ -11,18 +11,20 @@ import math
 
 import numpy as np
 
+from tinytorch.accel.blocking import (  # given: how arrays are cut into cache-sized blocks
+    batch_part,
+    block_scratch,
+    blocks,
+    head_blocks,
+    heads_buffer,
+    mean_last,
+    row_blocks,
+    sum_leading,
+)
 from tinytorch.core.tensor import Function
 
 GELU_SCALE = math.sqrt(2.0 / math.pi)  # GELU's tanh approximation, as module 02 writes it
 GELU_CUBIC = 0.044715
-BLOCK = 1 << 16  # values per block: 256 KiB of float32, so a few blocks stay in the core's cache
-
-
-def blocks(size: int, block: int | None = None) -> list[slice]:
-    """Slices covering `range(size)`, `block` values each (default BLOCK; the last may be
-    shorter)."""
-    block = BLOCK if block is None else block
-    return [slice(start, start + block) for start in range(0, size, block)]
 
 
 def softmax_rows_(scores: np.ndarray, lse: np.ndarray | None = None) -> np.ndarray:
@@ -39,33 +41,6 @@ def softmax_rows_(scores: np.ndarray, lse: np.ndarray | None = None) -> np.ndarr
     np.reciprocal(total, out=total)
     scores *= total
     return scores
-
-
-def heads_buffer(shape: tuple, dtype, count: int = 0) -> np.ndarray:
-    """An empty (B, H, T, d) array stored in (B, T, H, d) order, so merging its heads into
-    (B, T, H·d) is a reshape without a copy; `count` > 0 makes `count` of them as one
-    (count, B, H, T, d) array stored (B, T, count, H, d). Other ranks: a plain empty array."""
-    if len(shape) != 4:
-        return np.empty((count, *shape) if count else shape, dtype=dtype)
-    b, h, t, d = shape
-    if not count:
-        return np.empty((b, t, h, d), dtype=dtype).transpose(0, 2, 1, 3)
-    return np.empty((b, t, count, h, d), dtype=dtype).transpose(2, 0, 3, 1, 4)
-
-
-def head_blocks(shape: tuple) -> list[slice]:
-    """Slices of the first axis of (..., Tq, Tk) scores, about BLOCK values each (at least one
-    row); one slice taking everything for two-dimensional scores."""
-    if len(shape) < 3:
-        return [slice(None)]
-    return blocks(shape[0], max(1, BLOCK // math.prod(shape[1:])))
-
-
-def _part(a, part: slice, ndim: int):
-    """Block `part` of an array that broadcasts against ndim-dimensional scores."""
-    if a is None or a.ndim < ndim or a.shape[0] == 1:
-        return a  # the same for every block
-    return a[part]
 
 
 def _attention_weights(q, k, mask, scale, out=None, lse=None, known=False) -> np.ndarray:
@@ -109,7 +84,8 @@ class FusedAttention(Function):
         out = heads_buffer((*self.shape[:-1], v.shape[-1]), v.dtype)  # (..., Tq, Dv)
         n = len(self.shape)
         for part in head_blocks(self.shape):
-            qp, kp, vp, mp, wp, lp = (_part(a, part, n) for a in (q, k, v, mask, kept, self.lse))
+            arrays = (q, k, v, mask, kept, self.lse)
+            qp, kp, vp, mp, wp, lp = (batch_part(a, part, n) for a in arrays)
             w = _attention_weights(qp, kp, mp, self.scale, wp, lp)
             np.matmul(w, vp, out=out[part])
         if on_weights is not None:
@@ -127,9 +103,9 @@ class FusedAttention(Function):
             grads = [heads_buffer((*self.lead, *a.shape[-2:]), a.dtype) if need else None
                      for a, need in zip((q, k, v), self.needs_grad)]  # fmt: skip
         for part in head_blocks(self.shape):
-            qp, kp, vp = (_part(a, part, n) for a in (q, k, v))
+            qp, kp, vp = (batch_part(a, part, n) for a in (q, k, v))
             if self.weights is None:  # recomputed, this block only
-                mp, lp = _part(self.mask, part, n), self.lse[part]
+                mp, lp = batch_part(self.mask, part, n), self.lse[part]
                 w = _attention_weights(qp, kp, mp, self.scale, lse=lp, known=True)
             else:
                 w = self.weights[part]
@@ -176,18 +152,6 @@ class QKVProjection(Function):
         return (gx, *gw, *gb)
 
 
-def mean_last(a: np.ndarray) -> np.ndarray:
-    """Mean over the last axis, kept as a length-1 axis: (..., C) -> (..., 1)."""
-    n = a.shape[-1]
-    return (a @ np.full(n, 1.0 / n, dtype=a.dtype))[..., None]
-
-
-def sum_leading(a: np.ndarray) -> np.ndarray:
-    """Sum over every axis but the last: (..., C) -> (C,)."""
-    rows = a.reshape(-1, a.shape[-1])
-    return np.ones(len(rows), dtype=a.dtype) @ rows
-
-
 def _layernorm_rows(x, gamma, beta, eps, out, mean, rstd) -> None:
     """One block of rows (rows, C): out = gamma * x_hat + beta, keeping each row's mean and rstd."""
     np.copyto(mean, mean_last(x))
@@ -223,7 +187,7 @@ class FusedLayerNorm(Function):
         rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])  # (rows, C)
         out, self.rows, self.gamma, self.shape = np.empty_like(rows), rows, gamma, x.shape
         self.mean, self.rstd = (np.empty((len(rows), 1), rows.dtype) for _ in range(2))
-        for part in blocks(len(rows), max(1, BLOCK // max(rows.shape[1], 1))):
+        for part in row_blocks(*rows.shape):
             _layernorm_rows(rows[part], gamma, beta, eps, out[part], self.mean[part],
                             self.rstd[part])  # fmt: skip
         return out.reshape(x.shape)
@@ -234,7 +198,7 @@ class FusedLayerNorm(Function):
         gx = np.empty_like(rows) if self.needs_grad[0] else None
         ggamma, gbeta = (np.zeros(rows.shape[1], rows.dtype) if need else None
                          for need in self.needs_grad[1:3])  # fmt: skip
-        for part in blocks(len(rows), max(1, BLOCK // max(rows.shape[1], 1))):
+        for part in row_blocks(*rows.shape):
             _layernorm_grads(grad[part], rows[part], self.mean[part], self.rstd[part], self.gamma,
                              None if gx is None else gx[part], ggamma, gbeta)  # fmt: skip
         return None if gx is None else gx.reshape(self.shape), ggamma, gbeta
@@ -270,7 +234,7 @@ class FusedGELU(Function):
         x = np.ascontiguousarray(x)  # flat views below need one memory order
         flat, out = x.reshape(-1), np.empty(x.size, x.dtype)
         t = None if recompute else np.empty_like(flat)
-        scratch = np.empty(min(x.size, BLOCK), x.dtype)
+        scratch = block_scratch(x.size, x.dtype)
         for part in blocks(x.size):
             xs, os = flat[part], out[part]
             ts = scratch[: xs.size] if recompute else t[part]
@@ -285,7 +249,7 @@ class FusedGELU(Function):
         flat, grad = self.x.reshape(-1), np.ascontiguousarray(grad).reshape(-1)
         kept = None if self.t is None else self.t.reshape(-1)
         slope = np.empty_like(flat)
-        spare, scratch = (np.empty(min(flat.size, BLOCK), flat.dtype) for _ in range(2))
+        spare, scratch = (block_scratch(flat.size, flat.dtype) for _ in range(2))
         for part in blocks(flat.size):
             xs = flat[part]
             if kept is None:  # recomputed: t of this block only, while x is in cache
@@ -317,6 +281,5 @@ class SortedEmbeddingLookup(Function):
         return (out,)
 
 
-__all__ = ["GELU_SCALE", "GELU_CUBIC", "BLOCK", "blocks", "softmax_rows_",
-    "heads_buffer", "head_blocks", "FusedAttention", "QKVProjection", "mean_last",
-    "sum_leading", "FusedLayerNorm", "FusedGELU", "SortedEmbeddingLookup"]  # fmt: skip
+__all__ = ["GELU_SCALE", "GELU_CUBIC", "softmax_rows_", "FusedAttention",
+    "QKVProjection", "FusedLayerNorm", "FusedGELU", "SortedEmbeddingLookup"]  # fmt: skip

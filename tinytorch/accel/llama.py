@@ -22,7 +22,8 @@ forward (its checks and messages).
 import numpy as np
 
 from tinytorch.accel.accelerate import AUTO_VALUES, _float_mask, _tensor
-from tinytorch.accel.kernels import FusedAttention, QKVProjection, mean_last, sum_leading
+from tinytorch.accel.blocking import mean_last, sum_leading
+from tinytorch.accel.kernels import FusedAttention, QKVProjection
 from tinytorch.core.tensor import Function, Tensor, is_grad_enabled
 from tinytorch.models.llama import GroupedQueryAttention, Llama
 from tinytorch.nn.llama import RMSNorm, RotaryEmbedding, SwiGLU

@@ -153,6 +153,7 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/profile/runs.py": (4, 5, 14),  # profile_step, profile_generation
     "tinytorch/profile/report.py": (14,),  # the machine's roofs, the table and the plots
     "tinytorch/profile/tour.py": (6, 7, 13, 14),  # module 14's notebook tour of a trained GPT
+    "tinytorch/accel/blocking.py": (),  # module 18's blocks: cache-sized pieces of arrays
     "tinytorch/accel/parallel.py": (3,),  # DataParallel: a batch split over threads
     "tinytorch/accel/accelerate.py": (2, 4, 6, 11, 12, 13, 18),  # module 18's kernels in a model
     "tinytorch/accel/llama.py": (18, 21),  # accelerate's fast paths for module 21's Llama parts
