@@ -23,15 +23,12 @@ import time
 
 import numpy as np
 
-from tinytorch.accel.blocking import block_scratch, blocks
 from tinytorch.accel.kernels import (
     FusedAttention,
     FusedGELU,
     FusedLayerNorm,
     QKVProjection,
     SortedEmbeddingLookup,
-    _gelu_slope,
-    _gelu_tanh,
 )
 from tinytorch.accel.optim import FusedAdam
 from tinytorch.accel.parallel import (
@@ -170,36 +167,15 @@ class RecomputedMLP(Function):
         return out
 
     def backward(self, grad):
-        second, hidden = self.second, self.hidden
-        # linear2's input gradient needs only its weight, so it comes first; then one pass over
-        # the hidden array, block by block, recomputes GELU's output (linear2's weight gradient
-        # reads it) and takes GELU's backward while x and tanh are in cache: no tanh array kept
-        g_act = grad.reshape(-1, grad.shape[-1]) @ second.weight.T
-        activated, g_hidden = _gelu_and_grad(hidden, g_act.reshape(hidden.shape))
-        second.rows = activated.reshape(-1, activated.shape[-1])
-        second.needs_grad = (False, *second.needs_grad[1:])
-        _, g_w2, g_b2 = second.backward(grad)
+        gelu = FusedGELU()
+        gelu.needs_grad = (True,)
+        activated = gelu.forward(self.hidden, recompute=False)  # keeps tanh for its backward
+        self.second.rows = activated.reshape(-1, activated.shape[-1])
+        g_act, g_w2, g_b2 = self.second.backward(grad)
         self.second = activated = None
-        g_x, g_w1, g_b1 = self.first.backward(g_hidden)
+        g_x, g_w1, g_b1 = self.first.backward(gelu.backward(g_act)[0])
         self.first = self.hidden = None
         return g_x, g_w1, g_b1, g_w2, g_b2
-
-
-def _gelu_and_grad(x: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """GELU(x) and grad * GELU'(x) in one blocked pass, through module 18's `_gelu_tanh` and
-    `_gelu_slope` (what FusedGELU's forward and backward run, without keeping tanh)."""
-    flat, g = x.reshape(-1), np.ascontiguousarray(grad).reshape(-1)
-    out, slope = np.empty_like(flat), np.empty_like(flat)
-    t, spare = (block_scratch(flat.size, flat.dtype) for _ in range(2))
-    for part in blocks(flat.size):
-        xs, os = flat[part], out[part]
-        ts = t[: xs.size]
-        _gelu_tanh(xs, ts)
-        np.multiply(ts, 0.5, out=os)  # ½ x (1 + t), as FusedGELU's forward
-        os += 0.5
-        os *= xs
-        _gelu_slope(xs, ts, g[part], slope[part], spare[: xs.size])
-    return out.reshape(x.shape), slope.reshape(x.shape)
 
 
 class FastMLP:
