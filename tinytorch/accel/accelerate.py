@@ -23,12 +23,15 @@ import time
 
 import numpy as np
 
+from tinytorch.accel import blocking
 from tinytorch.accel.kernels import (
     FusedAttention,
     FusedGELU,
     FusedLayerNorm,
     QKVProjection,
     SortedEmbeddingLookup,
+    _gelu_tanh,
+    _layernorm_rows,
 )
 from tinytorch.accel.optim import FusedAdam
 from tinytorch.accel.parallel import (
@@ -125,23 +128,44 @@ class FastAttention:
         self.last_attention = weights
 
 
+def _one_block(x: Tensor) -> bool:
+    """No graph is recorded and `x` fits in one of module 18's blocks: a kernel's block function
+    can run on it directly, without the Function node and the blocking around it (generation:
+    one row a token, where that machinery cost more than the arithmetic)."""
+    return not is_grad_enabled() and x.size <= blocking.BLOCK
+
+
 class FastLayerNorm:
-    """Module 13's LayerNorm through FusedLayerNorm."""
+    """Module 13's LayerNorm through FusedLayerNorm (one block without a graph: its
+    `_layernorm_rows` directly)."""
 
     def forward(self, x):
         x = _tensor(x)
         if x.ndim == 0 or x.shape[-1] != self.normalized_shape:
             return super().forward(x)  # the lesson's error message
+        if _one_block(x):
+            rows = x.data.reshape(-1, x.shape[-1])
+            out, mean, rstd = np.empty_like(rows), *np.empty((2, len(rows), 1), rows.dtype)
+            _layernorm_rows(rows, self.gamma.data, self.beta.data, self.eps, out, mean, rstd)
+            return Tensor(out.reshape(x.shape))
         return FusedLayerNorm.apply(x, self.gamma, self.beta, eps=self.eps)
 
 
 class FastGELU:
-    """Module 02's GELU through FusedGELU."""
+    """Module 02's GELU through FusedGELU (one block without a graph: its `_gelu_tanh`
+    directly, then FusedGELU's `½ x (1 + t)` in the same order)."""
 
     recompute = False
 
     def forward(self, x):
         x = _tensor(x)
+        if _one_block(x):
+            out = np.empty_like(x.data)
+            _gelu_tanh(x.data, out)
+            np.multiply(out, 0.5, out=out)
+            out += 0.5
+            out *= x.data
+            return Tensor(out)
         recompute = self.recompute
         if recompute is None:  # AUTO: recompute tanh when it is large
             recompute = x.size >= AUTO_VALUES
