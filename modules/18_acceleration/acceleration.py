@@ -63,13 +63,11 @@ GELU_CUBIC = 0.044715
 # %% [markdown]
 # ## 1. Softmax in place
 #
-# Module 02's softmax makes three arrays. A `(B, H, T, T)` score array is the largest thing
-# attention makes, so here the scores *become* the weights: subtract the row maximum into the
-# same buffer (`np.subtract(s, peak, out=s)`), exponentiate in place, and multiply by the
-# reciprocal of the row sums (one division per row, not one per element). numpy reduces many
-# short rows slowly, one small loop per row: instead, the sums are one matrix-vector product with
-# ones (`scores @ np.ones(n)`), and the maximum given a starting value, `scores.max(axis=-1,
-# keepdims=True, initial=-np.inf)`, takes numpy's faster loop (about 2.5 times, rows of 64, 128).
+# Module 02's softmax makes three arrays; here the `(B, H, T, T)` scores, attention's largest
+# array, *become* the weights: subtract the row maximum in place (`np.subtract(s, peak, out=s)`),
+# exponentiate in place, multiply by the reciprocal of the row sums. numpy reduces many short rows
+# slowly, so the sums are one product with ones (`scores @ np.ones(n)`), and the maximum takes a
+# starting value, `scores.max(axis=-1, keepdims=True, initial=-np.inf)`: 2.5x faster here.
 # A row whose keys are all blocked is all -inf, and -inf - (-inf) is NaN: use 0 as that row's
 # maximum (it then exponentiates to zeros) and leave the all-zero row as it is instead of
 # dividing by zero. Given `lse`, also write each row's log-sum-exp `log Σ_j exp(s_j)` into it,
@@ -221,9 +219,8 @@ class FusedAttention(Function):
 # to the product in place, then copy the view once (`np.ascontiguousarray`). Measured: attention's
 # products on strided heads cost more than the copy; one `np.add` from view to heads, more still.
 #
-# The backward reads the gradient `g` `(B·T, n·E)` in the same order (section 2 stores it so: a
-# reshape, no copy); two products serve all n: `dx = g Wᵀ`, `dW = xᵀ g` (the n `dW_i` are its
-# column blocks), and `db = Σ_rows g`. A gradient nobody needs is skipped.
+# The backward reads `g` `(B·T, n·E)` in that order (section 2 stores it so): `dx = g Wᵀ`,
+# `dW = xᵀ g` (column blocks `dW_i`), `db = Σ_rows g`, two products for all n; skip unneeded ones.
 
 
 # %% nbgrader={"grade": false, "grade_id": "projection", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -278,18 +275,17 @@ class QKVProjection(Function):
 #     dx = rstd · (g − mean(g) − x_hat · mean(g · x_hat))
 #     dgamma = Σ dy · x_hat          dbeta = Σ dy          (over every leading axis)
 #
-# numpy's `mean` and `sum` are slow over many short rows; matrix-vector products give the same
-# numbers faster: the given `mean_last(a)` (`a.mean(axis=-1, keepdims=True)`), `sum_leading(a)`
-# (the sum over every axis but the last) and `np.einsum("...c,...c->...", xc, xc)` (the sums of
-# squares, no `xc * xc` array). In a training step, writing fresh memory is dear (measured: writing
-# a kept `x_hat` took a quarter of the forward), and the graph keeps `x` anyway: keep only each
-# row's `mean` and `rstd` and centre again in the backward, never forming `x_hat`:
+# numpy's `mean` and `sum` are slow over many short rows; matrix-vector products are faster: the
+# given `mean_last(a)` (`a.mean(axis=-1, keepdims=True)`), `sum_leading(a)` (the sum over every
+# axis but the last) and `np.einsum("...c,...c->...", xc, xc)` (sums of squares, no `xc * xc`).
+# Writing fresh memory is dear (a kept `x_hat` took a quarter of the forward) and the graph keeps
+# `x` anyway: keep each row's `mean` and `rstd` only and centre again in the backward, with
 # `Σ dy · x_hat = rstdᵀ (dy · xc)`, `mean(g) = (dy @ gamma) / C` and `x_hat · mean(g · x_hat) =
-# xc · rstd² · ((dy · xc) @ gamma) / C`. The given code runs both directions a block of rows at a
-# time (about `BLOCK` values: section 5 says why); you write one block, into the given arrays:
-# `_layernorm_rows(x, gamma, beta, eps, out, mean, rstd)` fills `out`, `mean` and `rstd`
-# `(rows, 1)`; `_layernorm_grads(grad, x, mean, rstd, gamma, gx, ggamma, gbeta)` fills `gx` and
-# adds the block's sums into `ggamma` and `gbeta` (each None when nobody needs it).
+# xc · rstd² · ((dy · xc) @ gamma) / C`. The given code runs a block of rows (about `BLOCK` values)
+# at a time; you write one block, into the given arrays: `_layernorm_rows(x, gamma, beta, eps,
+# out, mean, rstd)` fills `out`, `mean` and `rstd` `(rows, 1)`; `_layernorm_grads(grad, x, mean,
+# rstd, gamma, gx, ggamma, gbeta)` fills `gx` and adds the block's sums into `ggamma` and `gbeta`
+# (each None when nobody needs it).
 
 
 # %% nbgrader={"grade": false, "grade_id": "layernorm", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -354,22 +350,19 @@ class FusedLayerNorm(Function):
 # ## 5. GELU in cache-sized blocks, kept or recomputed
 #
 # GELU (tanh approximation) is `½ x (1 + t)` with `t = tanh(u)`, `u = s (x + c x³)`. Module 02
-# writes it as an expression, each operator a new `(B, T, 4C)` array (the MLP's widest). Steps in
-# place (`np.multiply(x, x, out=t); t *= s * c; ...`) save the allocations, but each is still a
-# pass over several MiB, more than the core's cache holds: the CPU waits on memory. So the given
-# code walks the flat arrays in blocks of `BLOCK` values (`blocks(n)` gives the slices) and runs
-# all the steps of one block while it is in cache.
+# makes a new `(B, T, 4C)` array per operator; steps in place (`np.multiply(x, x, out=t)`, ...)
+# save those, but each is still a pass over more MiB than the core's cache holds. So the given
+# code runs all the steps on one block of `BLOCK` values (`blocks(n)`) while it is in cache.
 #
-# `_gelu_tanh(x, t)` writes `t` for one block; the given forward then writes `½ x (1 + t)` and
-# keeps `x` and `t` (with `recompute=True` only `x`: the backward recomputes `t` block by block,
-# from cache, and the full `t` array is never kept). `_gelu_slope(x, t, grad, out)` writes the
-# gradient of one block. With `q = ½ x u' = x (½ s + 3/2 s c x²)` the slope factors as
+# `_gelu_tanh(x, t)` writes `t` for one block; the given forward writes `½ x (1 + t)` and keeps
+# `x` and `t` (with `recompute=True` only `x`; the backward recomputes `t` block by block).
+# `_gelu_slope(x, t, grad, out, spare)` writes one block's gradient. With
+# `q = ½ x u' = x (½ s + 3/2 s c x²)`:
 #
 #     dGELU/dx = ½ (1 + t) + ½ x (1 − t²) u' = (1 + t) (½ + q (1 − t))
 #
-# which needs one scratch block beside `out` (`spare`): `out = q`, `out *= 1 − t`, `out += ½`,
-# `out *= 1 + t`, `out *= grad`. Python's floats keep float32 arrays float32 (numpy promotes
-# only for numpy float64 scalars or arrays), so the constants stay plain numbers.
+# so `out = q`, `out *= 1 − t`, `out += ½`, `out *= 1 + t`, `out *= grad`, with `spare` as
+# scratch. Python floats keep float32 arrays float32, so the constants stay plain numbers.
 
 
 # %% nbgrader={"grade": false, "grade_id": "gelu", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -475,14 +468,13 @@ class SortedEmbeddingLookup(Function):
 #
 #     m = β1 m + (1 − β1) g     v = β2 v + (1 − β2) g²     p −= lr · m̂ / (sqrt(v̂) + eps)
 #
-# with `m̂ = m / (1 − β1ᵗ)` and `v̂ = v / (1 − β2ᵗ)`.
-# Each operator there makes a parameter-sized temporary: a dozen per parameter per step. Here
-# `_fused_update(p, state, g)` updates the moments in place and builds the step in one scratch
-# buffer shared by every parameter (`self._buffer(p)`, given); the two bias corrections are
-# numbers, folded into the step size and the denominator. The state keeps module 06's names
-# (`step`, `exp_avg`, `exp_avg_sq`, created on the first update), so checkpoints move freely
+# with `m̂ = m / (1 − β1ᵗ)` and `v̂ = v / (1 − β2ᵗ)`: a dozen parameter-sized temporaries per
+# parameter per step. `_fused_update(p, state, g)` updates the moments in place and builds the
+# step in one scratch buffer shared by every parameter (`self._buffer(p)`, given); the two bias
+# corrections are numbers, folded into the step size and the denominator. The state keeps module
+# 06's names (`step`, `exp_avg`, `exp_avg_sq`, made on the first update), so checkpoints move
 # between the two. Weight decay is not yours: the given `step` of `accelerate(optimizer)` applies
-# it (AdamW shrinks `p` first, Adam adds `wd · p` to `g`) and then calls `_fused_update`.
+# it (AdamW shrinks `p`, Adam adds `wd · p` to `g`), then calls `_fused_update`.
 
 # %%
 #| export accel.optim
@@ -535,23 +527,19 @@ class FusedAdam:
 # %% [markdown]
 # ## 8. Using the kernels: `accelerate` and `DataParallel` (given)
 #
-# Two given files put your kernels to work (read what they do, not their code). `accelerate(model)`
-# (`tinytorch/accel/accelerate.py`) gives each attention, LayerNorm, GELU and embedding layer a
-# subclass of its own class whose `forward` calls your kernels (`plain(model)` undoes it,
-# `accelerated(model)` names the fast parts); what a fast path does not cover (a boolean mask, a
-# wrong shape) goes to the lesson's `forward` and its error message. `accelerate(optimizer)` mixes
-# your `FusedAdam` into Adam or AdamW; `recompute=True` sets sections 2 and 5's `recompute`.
-# `DataParallel(model, workers=2)` (`tinytorch/accel/parallel.py`) runs two halves of a batch on
-# two threads (numpy releases Python's lock inside its kernels) and sums their gradients. Both
-# import your kernels from the package: `tito module export 18` after a change.
+# `accelerate(model)` (`tinytorch/accel/accelerate.py`) gives each attention, LayerNorm, GELU and
+# embedding layer a subclass of its own class whose `forward` calls your kernels; `plain(model)`
+# undoes it, `accelerated(model)` names the fast parts, and what a fast path does not cover (a
+# boolean mask, a wrong shape) goes to the lesson's `forward`. `accelerate(optimizer)` mixes in
+# your `FusedAdam`. `DataParallel(model, workers=2)` (`tinytorch/accel/parallel.py`) runs two
+# halves of a batch on two threads and sums their gradients. Both import your kernels from the
+# package: `tito module export 18` after a change.
 #
 # ## 9. What each step buys
 #
-# `step_ms(parts, workers=1, recompute=False)` (given, beside `accelerate`) trains a fresh small
-# GPT with `parts` accelerated and returns the fastest of four full steps (forward, loss, backward,
-# AdamW) after a warm-up (other work on the machine only ever adds time). Below: the lesson way,
-# then one fast piece after another, then recomputation, then two threads. `benchmarks/` measures
-# `step_ms(PARTS, config=PRESETS["small"], batch=16)`; expect noise on a busy machine.
+# `step_ms(parts, workers=1, recompute=False)` (given) trains a fresh small GPT with `parts`
+# accelerated and returns the fastest of four full steps after a warm-up: the lesson way, then one
+# fast piece after another, then recomputation, then two threads. Expect noise on a busy machine.
 
 # %% tags=["demo"]
 from tinytorch.accel.accelerate import PARTS, step_ms
