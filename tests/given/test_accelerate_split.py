@@ -1,5 +1,7 @@
-"""`accelerate(gpt)` splits a training batch over threads: the user's own loop gets both cores,
-with the loss and gradients of the unsplit forward, and nothing else changes."""
+"""`accelerate(gpt)` splits a training batch over threads (`processes=False`; the default where
+the system cannot fork): the user's own loop gets both cores, with the loss and gradients of the
+unsplit forward, and nothing else changes. tests/given/test_accelerate_processes.py tests the
+split over forked processes, Linux's default."""
 
 import importlib
 import threading
@@ -11,6 +13,7 @@ import threadpoolctl
 from tinytorch.accel import parallel
 from tinytorch.accel.accelerate import accelerate, plain
 from tinytorch.accel.parallel import DataParallel, SplitBatch, default_workers
+from tinytorch.accel.processes import SplitOverProcesses
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
@@ -37,7 +40,7 @@ def loss_and_grads(model, x, y):
 def test_a_split_forward_gives_the_whole_batchs_loss_and_gradients(rng, rows):
     x, y = rng.integers(0, 17, (rows, 8)), rng.integers(0, 17, (rows, 8))
     whole = accelerate(gpt(), workers=1)
-    split = accelerate(gpt(), workers=2)
+    split = accelerate(gpt(), workers=2, processes=False)
     logits_w, node_w, loss_w, grads_w = loss_and_grads(whole, x, y)
     logits_s, node_s, loss_s, grads_s = loss_and_grads(split, x, y)
     assert type(whole) is GPT and type(split) is GPT  # the class stays the user's
@@ -58,7 +61,7 @@ def test_the_slices_run_on_two_threads(rng, monkeypatch):
         return forward(model, x)
 
     monkeypatch.setattr(parallel, "_forward_slice", spy)
-    model = accelerate(gpt(), workers=2)
+    model = accelerate(gpt(), workers=2, processes=False)
     loss_and_grads(model, rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8)))
     assert len(seen) == 2
 
@@ -68,7 +71,7 @@ def test_no_split_without_a_graph_one_row_or_inside_data_parallel(rng):
     x = rng.integers(0, 17, (4, 8))
     with no_grad():
         assert model(Tensor(x))._ctx is None  # generation and evaluation run whole
-    assert not isinstance(model(Tensor(x[:1]))._ctx, SplitBatch)
+    assert not isinstance(model(Tensor(x[:1]))._ctx, (SplitBatch, SplitOverProcesses))
     made = []
     runner = DataParallel(model, 2)
 
@@ -90,14 +93,15 @@ def test_plain_and_workers_1_remove_the_split(rng):
     assert getattr(model, "split_workers", 1) == default_workers()
     accelerate(model, workers=1)
     assert "forward" not in vars(model)
-    assert not isinstance(model(Tensor(x))._ctx, SplitBatch)
+    assert not isinstance(model(Tensor(x))._ctx, (SplitBatch, SplitOverProcesses))
     with pytest.raises(ValueError, match="workers must be an integer >= 1"):
         accelerate(model, workers=0)
 
 
-def test_the_split_leaves_numpys_blas_at_one_thread(rng):
+@pytest.mark.parametrize("processes", [False, True])
+def test_the_split_leaves_numpys_blas_at_one_thread(rng, processes):
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        model = accelerate(gpt(), workers=2)
+        model = accelerate(gpt(), workers=2, processes=processes)
         loss_and_grads(model, rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8)))
         info = threadpoolctl.threadpool_info()
         blas = [i["num_threads"] for i in info if i["user_api"] == "blas"]

@@ -334,7 +334,8 @@ def _check_parts(parts, later: dict) -> tuple:
     return parts
 
 
-def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int | None = None):
+def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int | None = None,
+               processes: bool | None = None):  # fmt: skip
     """Give a model (or an Adam/AdamW optimizer) the fast paths of `parts` (default: all).
 
     Returns the same object. `recompute=True`: attention and GELU recompute their largest array
@@ -377,7 +378,7 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
         if hasattr(type(layer), "recompute"):
             layer.recompute = None if recompute is None else bool(recompute)
     if isinstance(obj, (GPT, *models)):  # its class stays: the split is one attribute of obj
-        split_batch(obj, default_workers() if workers is None else workers)
+        split_batch(obj, default_workers() if workers is None else workers, processes)
     return obj
 
 

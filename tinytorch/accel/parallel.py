@@ -288,37 +288,56 @@ def _split_forward(model: Module, x, *args, **kwargs):
     with more arguments than the batch: a Llama's `forward(tokens, caches)` generating)."""
     if args or kwargs:
         return type(model).forward(model, x, *args, **kwargs)
-    out = split_forward(model, DataParallel(model, model.split_workers), x)
+    runner = DataParallel(model, model.split_workers)
+    if vars(model).get("split_processes"):
+        out = split_forward(model, runner, x, processes=True)
+    else:
+        out = split_forward(model, runner, x)
     return type(model).forward(model, x) if out is None else out
 
 
-def split_batch(model: Module, workers: int) -> None:
-    """From now on `model(x)` splits x's rows over `workers` threads while autograd records.
+def _class_forward(model: Module, x: Tensor) -> Tensor:
+    return type(model).forward(model, x)
 
-    The model keeps its class: the split is an instance attribute `forward` (and
-    `split_workers`); the copies the threads run are given the class's forward back, and
-    `unsplit(model)` removes both. workers=1 removes them too.
+
+def split_batch(model: Module, workers: int, processes: bool | None = None) -> None:
+    """From now on `model(x)` splits x's rows over `workers` threads, or processes, while autograd
+    records.
+
+    processes=None (the default) uses processes where the system forks (Linux): forked workers
+    that share the weights (`tinytorch.accel.processes`), forked at the first split. The model
+    keeps its class: the split is an instance attribute `forward` (and `split_workers`,
+    `split_processes`); the copies the threads run are given the class's forward back, and
+    `unsplit(model)` removes them and stops the workers. workers=1 removes them too.
     """
+    from tinytorch.accel.processes import can_fork
+
+    unsplit(model)
     if workers < 2:
-        unsplit(model)
         return
     model.split_workers = int(workers)
+    model.split_processes = can_fork() if processes is None else bool(processes)
     model.forward = MethodType(_split_forward, model)
 
 
 def unsplit(model: Module) -> None:
-    """Undo `split_batch`: the model's forward is its class's again."""
+    """Undo `split_batch`: the model's forward is its class's again, its workers stopped."""
     if _is_split(model):
         del model.forward
         vars(model).pop("split_workers", None)
+        vars(model).pop("split_processes", None)
+        split = vars(model).pop("_process_split", None)
+        if split is not None and split.owner() is model:  # a copy's unsplit leaves them running
+            split.close()
 
 
 def _is_split(model) -> bool:
     return getattr(vars(model).get("forward"), "__func__", None) is _split_forward
 
 
-def split_forward(model: Module, runner: "DataParallel", x):
-    """`model(x)` through SplitBatch when it can help, else None (the caller runs it whole).
+def split_forward(model: Module, runner: "DataParallel", x, processes: bool = False):
+    """`model(x)` through SplitBatch (or, with processes, `SplitOverProcesses`) when it can help,
+    else None (the caller runs it whole).
 
     It splits when autograd records, the batch has at least two rows, this thread is not already
     one slice of a split, and no Dropout is active (its masks would come in another order).
@@ -335,6 +354,15 @@ def split_forward(model: Module, runner: "DataParallel", x):
     params = model.parameters()
     if not any(p.requires_grad for p in params):
         return None
+    if processes and len(rows) >= runner.workers:
+        from tinytorch.accel.processes import ProcessSplit, SplitOverProcesses
+
+        split = vars(model).get("_process_split")
+        if split is None or not split.ready(model):
+            if split is not None:
+                split.close()
+            split = model._process_split = ProcessSplit(model, runner.workers, _class_forward)
+        return SplitOverProcesses.apply(rows, *params, model=model, split=split)
     return SplitBatch.apply(rows, *params, model=model, runner=runner)
 
 

@@ -1,0 +1,191 @@
+"""`accelerate(gpt)` on Linux splits a training batch between this process and a forked worker
+that shares the weights: the loss, gradients and training of the unsplit model, a worker that
+follows every change of the weights, and no worker left behind."""
+
+import copy
+import os
+import pickle
+import signal
+
+import numpy as np
+import pytest
+
+from tinytorch.accel.accelerate import accelerate, plain
+from tinytorch.accel.processes import SplitOverProcesses, WorkerError, can_fork
+from tinytorch.core.losses import cross_entropy
+from tinytorch.core.optimizers import SGD
+from tinytorch.core.tensor import Tensor
+from tinytorch.models.transformer import GPT
+
+pytestmark = pytest.mark.skipif(not can_fork(), reason="the process split is Linux's")
+
+
+def gpt(seed=0):
+    np.random.seed(seed)
+    return GPT(vocab_size=17, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=10)
+
+
+def grads_of(model, x, y):
+    for p in model.parameters():
+        p.grad = None
+    logits = model(Tensor(x))
+    node = type(logits._ctx)
+    loss = cross_entropy(logits, y)
+    loss.backward()
+    return logits.data, node, loss.item(), [p.grad.copy() for p in model.parameters()]
+
+
+def close(got, want):
+    scale = max(np.abs(g).max() for g in want)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * scale)
+
+
+def worker_pids(model) -> list[int]:
+    return [w.pid for w in model._process_split.workers]
+
+
+def alive(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == 0
+
+
+@pytest.mark.parametrize("rows", [2, 5])
+def test_the_split_gives_the_whole_batchs_logits_loss_and_gradients(rng, rows):
+    x, y = rng.integers(0, 17, (rows, 8)), rng.integers(0, 17, (rows, 8))
+    whole = accelerate(gpt(), workers=1)
+    split = accelerate(gpt(), workers=2, processes=True)
+    logits_w, node_w, loss_w, grads_w = grads_of(whole, x, y)
+    logits_s, node_s, loss_s, grads_s = grads_of(split, x, y)
+    assert node_s is SplitOverProcesses and node_w is not SplitOverProcesses
+    (pid,) = worker_pids(split)
+    assert pid != os.getpid() and alive(pid)
+    np.testing.assert_allclose(logits_s, logits_w, rtol=1e-5, atol=1e-6)
+    assert loss_s == pytest.approx(loss_w, rel=1e-5)
+    close(grads_s, grads_w)
+
+
+def test_training_with_the_worker_follows_the_optimizers_updates(rng):
+    data = [(rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))) for _ in range(4)]
+    weights = []
+    for split in (False, True):
+        model = accelerate(gpt(), workers=2 if split else 1, processes=True)
+        opt = SGD(model.parameters(), lr=0.5)  # in place, and linear: a stale weight shows
+        for x, y in data:
+            opt.zero_grad()
+            cross_entropy(model(Tensor(x)), y).backward()
+            opt.step()
+        weights.append([p.data.copy() for p in model.parameters()])
+    for a, b in zip(*weights):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_weights_replaced_by_assignment_reach_the_worker(rng):
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    grads_of(split, x, y)  # forks the worker with the first weights
+    other = gpt(seed=1)
+    for p, q in zip(split.parameters(), other.parameters()):
+        p.data = q.data.copy()  # what load_state_dict does
+    whole = accelerate(gpt(seed=1), workers=1)
+    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
+
+
+def test_two_forwards_then_one_backward_through_both(rng):
+    x1, x2 = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    grads = []
+    for workers in (1, 2):
+        model = accelerate(gpt(), workers=workers, processes=True)
+        loss = cross_entropy(model(Tensor(x1)), x2) + cross_entropy(model(Tensor(x2)), x1)
+        loss.backward()
+        grads.append([p.grad.copy() for p in model.parameters()])
+    close(grads[1], grads[0])
+
+
+def test_a_forward_dropped_without_backward_leaves_the_next_step_right(rng):
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    for _ in range(3):
+        cross_entropy(split(Tensor(y)), x)  # evaluated with a graph, never differentiated
+    whole = accelerate(gpt(), workers=1)
+    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
+    assert split._process_split.dropped == []  # the worker was told to free those graphs
+
+
+def test_an_error_in_the_workers_rows_is_raised_here_and_the_next_step_works(rng):
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    grads_of(split, x, y)
+    bad = x.copy()
+    bad[3, 0] = 99  # a token the vocabulary has not: only the worker's slice holds it
+    with pytest.raises(Exception) as raised:
+        split(Tensor(bad))
+    with pytest.raises(type(raised.value)):
+        accelerate(gpt(), workers=1)(Tensor(bad))  # the same error the whole batch gives
+    whole = accelerate(gpt(), workers=1)
+    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
+
+
+def test_a_killed_worker_is_replaced_before_the_next_step(rng):
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    grads_of(split, x, y)
+    (pid,) = worker_pids(split)
+    os.kill(pid, signal.SIGKILL)
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead, left for the split to reap
+    whole = accelerate(gpt(), workers=1)
+    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
+    (new,) = worker_pids(split)
+    assert new != pid and alive(new)
+
+
+def test_a_worker_killed_inside_a_step_is_one_clear_error(rng):
+    x = rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    logits = split(Tensor(x))
+    (pid,) = worker_pids(split)
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(WorkerError, match="stopped; accelerate\\(model, workers=1\\)"):
+        cross_entropy(logits, x).backward()
+
+
+def test_plain_and_garbage_collection_stop_the_worker(rng):
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    grads_of(split, x, y)
+    (pid,) = worker_pids(split)
+    plain(split)
+    assert not alive(pid) and "_process_split" not in vars(split)
+    again = accelerate(gpt(), workers=2, processes=True)
+    grads_of(again, x, y)
+    (pid,) = worker_pids(again)
+    del again
+    import gc
+
+    gc.collect()
+    assert not alive(pid)
+
+
+def test_a_copied_model_trains_with_a_worker_of_its_own(rng):
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    want = grads_of(split, x, y)[3]
+    (pid,) = worker_pids(split)
+    clone = copy.deepcopy(split)
+    assert vars(clone).get("_process_split") is None
+    close(grads_of(clone, x, y)[3], want)
+    assert worker_pids(clone) != [pid] and alive(pid)
+    assert pickle.loads(pickle.dumps(split._process_split)) is None
+
+
+def test_a_changed_mode_forks_a_worker_that_has_it(rng):
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    grads_of(split, x, y)
+    (pid,) = worker_pids(split)
+    split.blocks[0].training = False
+    grads_of(split, x, y)
+    assert worker_pids(split) != [pid] and not alive(pid)

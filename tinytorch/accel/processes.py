@@ -1,0 +1,391 @@
+"""A batch split over processes: forked workers that each run one slice of it, weights shared.
+
+Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: `accelerate(gpt)` uses it
+for the user's own loop where the system can fork (Linux), and threads
+(`tinytorch.accel.parallel`) elsewhere.
+
+Why processes: numpy lets go of Python's lock (the GIL) inside each call and takes it back after,
+so two threads that make many small numpy calls wait for each other at every call. A forked
+process has a lock of its own. The weights move once, at the first split, into memory the
+workers share with this process (`mmap` of no file, made before the fork), so the optimizer's
+in-place update reaches every worker with no copy. Each step sends a worker its rows (a pipe),
+the worker runs its forward and keeps its graph, sends its output back, and, given the output's
+gradient, runs its backward and writes its weights' gradients into a second shared buffer that
+this process adds to its own.
+
+A worker runs the model as it was when it was forked. `ProcessSplit.ready(model)` tells whether
+that still holds (the same parameters, the same modes); a weight array replaced by assignment
+(`p.data = ...`, as `load_state_dict` does) is copied into the shared memory instead.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import sys
+import warnings
+import weakref
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from tinytorch.core.layers import Module
+from tinytorch.core.tensor import Function, Tensor
+
+ALIGN = 64  # bytes: each weight's view starts on a cache line
+_PARENT_ENDS: set[int] = set()  # this process's ends of its workers' connections (file numbers)
+
+
+def can_fork() -> bool:
+    """Whether this system forks the way the workers need (Linux: copy-on-write, no exec)."""
+    return sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+def _layout(params: list[Tensor]) -> tuple[list[int], int]:
+    offsets, end = [], 0
+    for p in params:
+        offsets.append(end)
+        end += -(-p.data.nbytes // ALIGN) * ALIGN
+    return offsets, max(end, ALIGN)
+
+
+def _views(buffer: mmap.mmap, params: list[Tensor], offsets: list[int]) -> list[np.ndarray]:
+    return [
+        np.frombuffer(buffer, dtype=p.data.dtype, count=p.data.size, offset=o).reshape(p.shape)
+        for p, o in zip(params, offsets)
+    ]
+
+
+def _modes(model: Module) -> tuple:
+    return tuple(m.training for m in model.modules())
+
+
+def _send_array(conn: Connection, a: np.ndarray) -> None:
+    a = np.ascontiguousarray(a)
+    conn.send((a.shape, a.dtype.str))
+    conn.send_bytes(memoryview(a).cast("B"))
+
+
+def _recv_array(conn: Connection) -> np.ndarray:
+    shape, dtype = conn.recv()
+    out = np.empty(shape, dtype=dtype)
+    if out.nbytes:
+        conn.recv_bytes_into(memoryview(out).cast("B"))
+    else:
+        conn.recv_bytes()
+    return out
+
+
+class WorkerError(RuntimeError):
+    """A worker process stopped or failed; the message says what it reported."""
+
+
+class _Worker:
+    """One forked process: runs `forward(rows)` and `backward(grad)` of one slice at a time."""
+
+    def __init__(self, model: Module, params: list[Tensor], grads: list[np.ndarray], forward):
+        import socket
+
+        parent_sock, child_sock = socket.socketpair()
+        self.conn = Connection(parent_sock.detach())
+        child = Connection(child_sock.detach())
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()  # the worker must not write this process's pending output again
+            except (AttributeError, OSError, ValueError):
+                pass
+        with warnings.catch_warnings():  # Python 3.12 warns of fork with threads running:
+            warnings.simplefilter("ignore", DeprecationWarning)  # the worker starts none
+            self.pid = os.fork()
+        if self.pid == 0:  # the worker: serve until this process's end closes the connection
+            code = 0
+            try:
+                self.conn.close()
+                for fd in _PARENT_ENDS:  # other workers' ends: they must see EOF when we go
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                _serve(child, model, params, grads, forward)
+            except BaseException:  # noqa: BLE001 - the worker must never return to the caller
+                code = 1
+            finally:
+                os._exit(code)
+        child.close()
+        _PARENT_ENDS.add(self.conn.fileno())
+
+    def alive(self) -> bool:
+        if self.pid is None:
+            return False
+        try:
+            done, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            done = self.pid
+        if done:
+            self.pid = None  # reaped: close() must not wait for it
+        return not done
+
+    def close(self) -> None:
+        if self.conn.closed:
+            return
+        _PARENT_ENDS.discard(self.conn.fileno())
+        try:
+            self.conn.close()
+        finally:
+            if self.pid is not None:
+                try:
+                    os.waitpid(self.pid, 0)
+                except ChildProcessError:
+                    pass
+
+
+def _serve(conn: Connection, model, params, grads, forward) -> None:
+    from tinytorch.accel.parallel import _INSIDE, _blas_controller
+
+    _blas_controller().limit(limits=1, user_api="blas")
+    _INSIDE.active = True  # a worker's slice splits no further
+    outs: dict[int, Tensor] = {}  # step number -> the output whose graph waits for a backward
+    while True:
+        try:
+            command, step, dropped = conn.recv()
+        except EOFError:
+            return
+        for old in dropped:  # outputs whose node the caller let go without a backward
+            outs.pop(old, None)
+        try:
+            if command == "forward":
+                rows = _recv_array(conn)
+                out = forward(model, Tensor(rows))
+                if out.requires_grad:
+                    outs[step] = out
+                conn.send("ok")
+                _send_array(conn, out.data)
+            elif command == "backward":
+                grad = _recv_array(conn)
+                out = outs.pop(step, None)
+                for p in params:
+                    p.grad = None
+                if out is not None:
+                    out.backward(grad)
+                found = []
+                for p, shared in zip(params, grads):
+                    found.append(p.grad is not None)
+                    if p.grad is not None:
+                        shared[...] = p.grad
+                    p.grad = None
+                conn.send(("ok", found))
+            elif command == "memory":
+                conn.send(("ok", private_kib()))
+        except Exception as err:  # noqa: BLE001 - reported to the caller, who raises it
+            try:
+                pickle.dumps(err)
+            except Exception:  # noqa: BLE001
+                err = WorkerError(f"{type(err).__name__}: {err}")
+            conn.send(("error", err))
+
+
+def private_kib(pid: int | str = "self") -> int:
+    """Memory only this process holds (private pages: its own arrays, copied-on-write pages)."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    total += int(line.split()[1])
+    except OSError:
+        return 0
+    return total
+
+
+class ProcessSplit:
+    """Workers forked from this process, each running one slice of a split batch of `model`.
+
+    `ProcessSplit(model, workers, forward)` moves the model's weights into shared memory and
+    forks `workers - 1` processes, each calling `forward(model, Tensor(rows))` on its slice; this
+    process runs the first slice itself. `SplitOverProcesses` is the graph node that drives them.
+    """
+
+    def __init__(self, model: Module, workers: int, forward):
+        self.owner = weakref.ref(model)
+        self.params = params = model.parameters()
+        self.modes = _modes(model)
+        self.steps, self.dropped, self.closed = 0, [], False
+        offsets, size = _layout(params)
+        self.weights = mmap.mmap(-1, size)
+        self.shared = _views(self.weights, params, offsets)
+        for p, view in zip(params, self.shared):
+            view[...] = p.data
+            p.data = view
+        self.workers: list[_Worker] = []
+        self.grads: list[list[np.ndarray]] = []
+        for _ in range(workers - 1):
+            grads = _views(mmap.mmap(-1, size), params, offsets)
+            self.grads.append(grads)
+            self.workers.append(_Worker(model, params, grads, forward))
+        self._finalizer = weakref.finalize(self, _close_all, list(self.workers))
+
+    def __reduce__(self):  # a copied or pickled model forks workers of its own when it trains
+        return _nothing, ()
+
+    def ready(self, model: Module) -> bool:
+        """Whether the workers still run this model: the same parameters and modes. Weight arrays
+        replaced since the fork are copied into the shared memory (and the Tensors pointed back)."""
+        params = model.parameters()
+        if self.closed or len(params) != len(self.params) or _modes(model) != self.modes:
+            return False
+        if not all(worker.alive() for worker in self.workers):
+            return False
+        for p, q, view in zip(params, self.params, self.shared):
+            if p is not q or p.shape != view.shape or p.data.dtype != view.dtype:
+                return False
+            if p.data is not view:
+                view[...] = p.data
+                p.data = view
+        return True
+
+    def _fail(self, worker: _Worker, err: BaseException):
+        self.close()
+        if isinstance(err, (EOFError, OSError)):
+            raise WorkerError(
+                f"a worker process of the batch split (pid {worker.pid}) stopped; "
+                "accelerate(model, workers=1) trains without workers"
+            ) from None
+        raise err
+
+    def _reply(self, worker: _Worker):
+        try:
+            reply = worker.conn.recv()
+        except (EOFError, OSError) as err:
+            self._fail(worker, err)
+        if isinstance(reply, tuple) and reply[0] == "error":
+            self._fail(worker, reply[1])
+        return reply
+
+    def _send(self, command: str, step: int, arrays: list[np.ndarray]) -> None:
+        dropped, self.dropped = self.dropped, []
+        for worker, a in zip(self.workers, arrays):
+            try:
+                worker.conn.send((command, step, dropped))
+                _send_array(worker.conn, a)
+            except OSError as err:
+                self._fail(worker, err)
+
+    def send_forward(self, slices: list[np.ndarray]) -> int:
+        """Start the workers on their slices (one each); returns the step's number."""
+        self.steps += 1
+        self._send("forward", self.steps, slices)
+        return self.steps
+
+    def outputs(self) -> list[np.ndarray]:
+        outs = []
+        for worker in self.workers:
+            self._reply(worker)
+            outs.append(_recv_array(worker.conn))
+        return outs
+
+    def send_backward(self, step: int, grads: list[np.ndarray]) -> None:
+        self._send("backward", step, grads)
+
+    def gradients(self) -> list[list[np.ndarray | None]]:
+        """For each worker, its gradient of every parameter (a view of shared memory that the
+        next step overwrites: add it somewhere, do not keep it), or None."""
+        out = []
+        for worker, grads in zip(self.workers, self.grads):
+            _, found = self._reply(worker)
+            out.append([g if ok else None for g, ok in zip(grads, found)])
+        return out
+
+    def drop(self, step: int) -> None:
+        """The node of `step` is gone without a backward: the workers may free its graph."""
+        self.dropped.append(step)
+
+    def memory_kib(self) -> int:
+        """The workers' private memory now, in KiB."""
+        total = 0
+        for worker in self.workers:
+            try:
+                worker.conn.send(("memory", 0, []))
+            except OSError as err:
+                self._fail(worker, err)
+            total += self._reply(worker)[1]
+        return total
+
+    def close(self) -> None:
+        self.closed = True
+        self._finalizer()
+
+
+class SplitOverProcesses(Function):
+    """`model(x)` with the rows of `x` split between this process and forked workers, as one
+    node of the caller's graph (the process counterpart of `parallel.SplitBatch`).
+
+    This process runs the first slice through a copy of the model that shares its weights;
+    each worker runs its slice and keeps the graph until the node's backward sends it the output
+    gradient, then writes its weights' gradients into shared memory, and the node adds them all to
+    each parameter's `.grad`.
+    """
+
+    def forward(self, x, *weights, model, split: ProcessSplit):
+        from tinytorch.accel.parallel import DataParallel, _blas_controller, _forward_slice
+
+        _blas_controller().limit(limits=1, user_api="blas")  # one core each (see run_threads)
+        n, parts = len(x), 1 + len(split.workers)
+        bounds = [round(i * n / parts) for i in range(parts + 1)]
+        self.bounds = list(zip(bounds[:-1], bounds[1:]))
+        self.split, self.params = split, model.parameters()
+        ((clone, self.cloned),) = DataParallel(model, 1)._copies(self.params, 1)
+        self.step = split.send_forward([x[a:b] for a, b in self.bounds[1:]])
+        self.pending = True
+        weakref.finalize(self, _dropped, weakref.ref(split), self.step, self.__dict__)
+        try:
+            self.own = _forward_slice(clone, x[slice(*self.bounds[0])])
+        finally:
+            outs = split.outputs()  # every worker answers, even when this slice failed
+        return np.concatenate([self.own.data, *outs])
+
+    def backward(self, grad):
+        from tinytorch.accel.parallel import _backward_slice
+
+        self.split.send_backward(self.step, [grad[a:b] for a, b in self.bounds[1:]])
+        self.pending = False
+        try:
+            _backward_slice(self.own, grad[slice(*self.bounds[0])])
+        finally:
+            found = self.split.gradients()
+        self.own = None
+        for i, (p, needed) in enumerate(zip(self.params, self.needs_grad[1:])):
+            total = self.cloned[i].grad
+            for theirs in found:
+                if theirs[i] is None or not needed:
+                    continue
+                if total is None:
+                    total = theirs[i].copy()
+                else:
+                    total += theirs[i]
+            if not needed or total is None:
+                continue
+            if p.grad is None:  # into `.grad` directly, sparing the engine's copy of each
+                p.grad = total
+            else:
+                p.grad += total
+        self.cloned = None
+        return (None,) * (1 + len(self.params))
+
+
+def _nothing() -> None:
+    return None
+
+
+def _dropped(split_ref, step: int, state: dict) -> None:
+    split = split_ref()
+    if split is not None and state.get("pending"):
+        split.drop(step)
+
+
+def _close_all(workers: list[_Worker]) -> None:
+    for worker in workers:
+        worker.close()
+
+
+__all__ = ["ProcessSplit", "SplitOverProcesses", "WorkerError", "can_fork", "private_kib"]  # fmt: skip
