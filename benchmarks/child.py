@@ -8,7 +8,8 @@ SETTING is 1t or 2t (BLAS / torch threads) or, for training, 2w (the batch split
 of one BLAS / torch thread each: tinytorch's DataParallel, and the same scheme for PyTorch).
 Imports one library only (tinytorch, or torch plus tinytorch's preset table), sets its threads,
 records the peak RSS after the imports as the baseline, builds the model, runs the row's warm-up
-and timed calls, and prints one JSON line: the timings and the peak RSS above the baseline.
+and timed calls, and prints one JSON line: the timings and the peak RSS above the baseline (with
+`accelerate`'s split over processes, its worker's CPU time and private memory are added in).
 """
 
 from __future__ import annotations
@@ -33,17 +34,23 @@ from benchmarks.common import (
 )
 
 
-def _timed(fn, warmup: int, reps: int) -> tuple[list[float], list[float]]:
-    """Wall-clock and CPU seconds (this process, all its threads) of each timed call."""
+def _timed(fn, warmup: int, reps: int, clock=time.process_time) -> tuple[list, list]:
+    """Wall-clock and CPU seconds (this process, all its threads, and what `clock` adds: a
+    process split's workers) of each timed call."""
     for _ in range(warmup):
         fn()
     wall, cpu = [], []
     for _ in range(reps):
-        start, start_cpu = time.perf_counter(), time.process_time()
+        start, start_cpu = time.perf_counter(), clock()
         fn()
         wall.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
+        cpu.append(clock() - start_cpu)
     return wall, cpu
+
+
+def _split_of(model):
+    """accelerate's process split of `model` (its forked workers), once it has made one."""
+    return vars(model).get("_process_split")
 
 
 def _build(library: str, cfg):
@@ -68,10 +75,26 @@ def _train(library: str, row: Row, cfg, workers: int = 1) -> dict:
         trainer = TorchTrainer(model, workers=workers)
     else:
         trainer = TinyTrainer(model, workers=workers, accelerated=library == "tinytorch")
-    data = batches(cfg.vocab_size, row.batch, row.seq_len, row.warmup + row.steps)
+    data = batches(cfg.vocab_size, row.batch, row.seq_len, max(row.warmup, 1) + row.steps)
     cursor = iter(data)
-    wall, cpu = _timed(lambda: trainer.step(*next(cursor)), row.warmup, row.steps)
-    return {"step_ms": float(np.median(wall)) * 1e3, "step_cpu_ms": float(np.median(cpu)) * 1e3}
+    def library_step():
+        return trainer.step(*next(cursor))
+
+    if library == "torch":
+        wall, cpu = _timed(library_step, row.warmup, row.steps)
+    else:  # the first step forks accelerate's worker, if it splits over processes
+        library_step()
+
+        def clock():
+            split = _split_of(model)
+            return time.process_time() + (split.cpu_seconds() if split is not None else 0.0)
+
+        wall, cpu = _timed(library_step, max(row.warmup - 1, 0), row.steps, clock)
+    out = {"step_ms": float(np.median(wall)) * 1e3, "step_cpu_ms": float(np.median(cpu)) * 1e3}
+    split = _split_of(model) if library != "torch" else None
+    if split is not None:  # the worker's own memory counts too
+        out["worker_mib"] = split.memory_kib() / 1024
+    return out
 
 
 def _generator(library: str, model, prompt: np.ndarray, cache: bool = True):
@@ -184,7 +207,7 @@ def main(library: str, setting: str, row: Row) -> dict:
     cfg = config(row)
     baseline = peak_rss_kib()
     result = KINDS[row.kind](library, row, cfg, workers)
-    result["peak_mib"] = (peak_rss_kib() - baseline) / 1024
+    result["peak_mib"] = (peak_rss_kib() - baseline) / 1024 + result.get("worker_mib", 0.0)
     result["baseline_mib"] = baseline / 1024
     return result
 

@@ -531,9 +531,10 @@ class FusedAdam:
 # embedding layer a subclass of its own class whose `forward` calls your kernels; `plain(model)`
 # undoes it, `accelerated(model)` names the fast parts, and what a fast path does not cover (a
 # boolean mask, a wrong shape) goes to the lesson's `forward`. `accelerate(optimizer)` mixes in
-# your `FusedAdam`. `DataParallel(model, workers=2)` (`tinytorch/accel/parallel.py`) runs two
-# halves of a batch on two threads and sums their gradients. Both import your kernels from the
-# package: `tito module export 18` after a change.
+# your `FusedAdam`. `DataParallel(model, workers=2)` (`tinytorch/accel/parallel.py`) sums the
+# gradients of a batch's halves run on two threads; an accelerated GPT splits its own batches, on
+# Linux with a forked process that shares the weights (`tinytorch/accel/processes.py`: threads
+# wait for each other's Python lock at every numpy call). `tito module export 18` after a change.
 #
 # ## 9. What each step buys
 #

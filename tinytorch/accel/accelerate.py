@@ -12,7 +12,8 @@ they completed module 18 too. `recompute=True`: attention and GELU recompute the
 in the backward instead of keeping it; an attention layer then keeps no `last_attention` while
 autograd records (under `no_grad`, for plots, it still does). The default, `recompute=None`, does
 so when that array is large (`AUTO_VALUES`). A GPT also splits each training batch over the
-cores (`tinytorch.accel.parallel.split_batch`; `workers=1` keeps it whole). With module 21 in
+cores (`tinytorch.accel.parallel.split_batch`: forked workers on Linux, threads elsewhere;
+`workers=1` keeps it whole). With module 21 in
 the package, a Llama's parts ("rmsnorm", "rotary", "swiglu", "gqa") and its batch split come
 from the given `tinytorch.accel.llama` (`_later_parts`); `PARTS` stays the GPT's.
 """
@@ -341,8 +342,10 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
     Returns the same object. `recompute=True`: attention and GELU recompute their largest array
     in the backward instead of keeping it (less memory, a little more time); False: they keep
     it; None (the default): they recompute it when it is large (`AUTO_VALUES`). A GPT's training
-    forward also splits its batch over `workers` threads (default: one per core, at most 4;
-    `workers=1`: never), so a loop of `model(x)`, `loss.backward()` uses every core.
+    forward also splits its batch into `workers` slices (default: one per core, at most 4;
+    `workers=1`: never), so a loop of `model(x)`, `loss.backward()` uses every core: on forked
+    worker processes that share the weights where the system forks (Linux), else on threads;
+    `processes=False` chooses threads (`tinytorch.accel.parallel.split_batch`).
     """
     later, models = _later_parts()
     parts = _check_parts(parts, later)

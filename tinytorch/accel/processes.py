@@ -24,6 +24,7 @@ import mmap
 import os
 import pickle
 import sys
+import time
 import warnings
 import weakref
 from multiprocessing.connection import Connection
@@ -174,9 +175,9 @@ def _serve(conn: Connection, model, params, grads, forward) -> None:
                     if p.grad is not None:
                         shared[...] = p.grad
                     p.grad = None
-                conn.send(("ok", found))
+                conn.send(("ok", found, time.process_time()))
             elif command == "memory":
-                conn.send(("ok", private_kib()))
+                conn.send(("ok", peak_private_kib()))
         except Exception as err:  # noqa: BLE001 - reported to the caller, who raises it
             try:
                 pickle.dumps(err)
@@ -196,6 +197,22 @@ def private_kib(pid: int | str = "self") -> int:
     except OSError:
         return 0
     return total
+
+
+def peak_private_kib() -> int:
+    """This process's private memory at its peak, in KiB: its private pages now plus what its
+    resident size has shrunk since its peak (pages freed since then were its own: a worker's
+    shared pages, the weights and what it was forked with, stay mapped)."""
+    status = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("VmHWM", "VmRSS"):
+                    status[key] = int(value.split()[0])
+    except OSError:
+        return 0
+    return private_kib() + max(0, status.get("VmHWM", 0) - status.get("VmRSS", 0))
 
 
 class ProcessSplit:
@@ -223,6 +240,7 @@ class ProcessSplit:
             grads = _views(mmap.mmap(-1, size), params, offsets)
             self.grads.append(grads)
             self.workers.append(_Worker(model, params, grads, forward))
+        self.cpu = [0.0] * len(self.workers)
         self._finalizer = weakref.finalize(self, _close_all, list(self.workers))
 
     def __reduce__(self):  # a copied or pickled model forks workers of its own when it trains
@@ -291,17 +309,22 @@ class ProcessSplit:
         """For each worker, its gradient of every parameter (a view of shared memory that the
         next step overwrites: add it somewhere, do not keep it), or None."""
         out = []
-        for worker, grads in zip(self.workers, self.grads):
-            _, found = self._reply(worker)
+        for i, (worker, grads) in enumerate(zip(self.workers, self.grads)):
+            _, found, self.cpu[i] = self._reply(worker)
             out.append([g if ok else None for g, ok in zip(grads, found)])
         return out
+
+    def cpu_seconds(self) -> float:
+        """The workers' CPU time (all of it since each was forked) as of their last backward."""
+        return sum(self.cpu)
 
     def drop(self, step: int) -> None:
         """The node of `step` is gone without a backward: the workers may free its graph."""
         self.dropped.append(step)
 
     def memory_kib(self) -> int:
-        """The workers' private memory now, in KiB."""
+        """The workers' private memory at its peak, in KiB (`peak_private_kib`): what they add
+        to this process's."""
         total = 0
         for worker in self.workers:
             try:
@@ -388,4 +411,5 @@ def _close_all(workers: list[_Worker]) -> None:
         worker.close()
 
 
-__all__ = ["ProcessSplit", "SplitOverProcesses", "WorkerError", "can_fork", "private_kib"]  # fmt: skip
+__all__ = ["ProcessSplit", "SplitOverProcesses", "WorkerError", "can_fork", "peak_private_kib",
+    "private_kib"]  # fmt: skip
