@@ -77,6 +77,7 @@ def _train(library: str, row: Row, cfg, workers: int = 1) -> dict:
         trainer = TinyTrainer(model, workers=workers, accelerated=library == "tinytorch")
     data = batches(cfg.vocab_size, row.batch, row.seq_len, max(row.warmup, 1) + row.steps)
     cursor = iter(data)
+
     def library_step():
         return trainer.step(*next(cursor))
 

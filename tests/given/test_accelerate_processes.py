@@ -13,7 +13,7 @@ import pytest
 from tinytorch.accel.accelerate import accelerate, plain
 from tinytorch.accel.processes import SplitOverProcesses, WorkerError, can_fork
 from tinytorch.core.losses import cross_entropy
-from tinytorch.core.optimizers import SGD
+from tinytorch.core.optimizers import SGD, AdamW
 from tinytorch.core.tensor import Tensor
 from tinytorch.models.transformer import GPT
 
@@ -189,3 +189,52 @@ def test_a_changed_mode_forks_a_worker_that_has_it(rng):
     split.blocks[0].training = False
     grads_of(split, x, y)
     assert worker_pids(split) != [pid] and not alive(pid)
+
+
+def adamw_run(rng, flat: bool, steps=3, load_from=None):
+    """Weights and optimizer state after `steps` AdamW steps of a split model, with the flat
+    update allowed or not; `load_from`: an optimizer state loaded before the first step."""
+    import importlib
+
+    module = importlib.import_module("tinytorch.accel.accelerate")
+    data = [(rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))) for _ in range(steps)]
+    model = accelerate(gpt(), workers=2, processes=True)
+    opt = accelerate(AdamW(model.parameters(), lr=1e-2, weight_decay=0.1))
+    if load_from is not None:
+        opt.load_state_dict(load_from)
+    used, flat_step = [], opt._flat_step
+
+    def spy(jobs):
+        used.append(flat and flat_step(jobs))
+        return used[-1]
+
+    opt._flat_step = spy
+    assert isinstance(opt, module.FastAdamW)
+    for i, (x, y) in enumerate(data):
+        opt.lr = 1e-2 / (i + 1)  # a schedule: every block takes this step's rate
+        opt.zero_grad()
+        cross_entropy(model(Tensor(x)), y).backward()
+        opt.step()
+    return [p.data.copy() for p in model.parameters()], opt.state_dict(), used
+
+
+def test_the_flat_adamw_step_gives_the_per_parameter_numbers(rng):
+    seed = rng.integers(1 << 30)
+    weights, state, used = adamw_run(np.random.default_rng(seed), flat=True)
+    want_weights, want_state, _ = adamw_run(np.random.default_rng(seed), flat=False)
+    assert used == [True, True, True]
+    for a, b in zip(weights, want_weights):
+        np.testing.assert_array_equal(a, b)
+    assert state.keys() == want_state.keys()
+    for key in state:
+        np.testing.assert_array_equal(state[key], want_state[key])
+
+
+def test_loaded_moments_keep_the_per_parameter_step(rng):
+    seed = rng.integers(1 << 30)
+    _, state, _ = adamw_run(np.random.default_rng(seed), flat=False, steps=1)
+    weights, _, used = adamw_run(np.random.default_rng(seed), flat=True, load_from=state)
+    want, _, _ = adamw_run(np.random.default_rng(seed), flat=False, load_from=state)
+    assert used == [False, False, False]  # moments of their own arrays: not the flat ones
+    for a, b in zip(weights, want):
+        np.testing.assert_array_equal(a, b)

@@ -231,6 +231,11 @@ class ProcessSplit:
         offsets, size = _layout(params)
         self.weights = mmap.mmap(-1, size)
         self.shared = _views(self.weights, params, offsets)
+        dtypes = {p.data.dtype for p in params}
+        self.flat_dtype = dtypes.pop() if len(dtypes) == 1 else None
+        self.offsets, self.size = offsets, size
+        self.grad_views: list[np.ndarray] | None = None  # the last backward's, in one array
+        _BY_WEIGHTS[id(self.weights)] = self
         for p, view in zip(params, self.shared):
             view[...] = p.data
             p.data = view
@@ -318,6 +323,15 @@ class ProcessSplit:
         """The workers' CPU time (all of it since each was forked) as of their last backward."""
         return sum(self.cpu)
 
+    def new_grads(self) -> list[np.ndarray] | None:
+        """Zeroed gradient arrays for every parameter, views of one array laid out as the shared
+        weights are (so `flat_arrays` can hand the optimizer both whole); None with mixed dtypes."""
+        if self.flat_dtype is None:
+            return None
+        flat = np.zeros(self.size // self.flat_dtype.itemsize, dtype=self.flat_dtype)
+        self.grad_views = _views(flat, self.params, self.offsets)
+        return self.grad_views
+
     def drop(self, step: int) -> None:
         """The node of `step` is gone without a backward: the workers may free its graph."""
         self.dropped.append(step)
@@ -377,23 +391,60 @@ class SplitOverProcesses(Function):
         finally:
             found = self.split.gradients()
         self.own = None
+        fresh = None
+        if all(p.grad is None for p in self.params):  # the usual step: one array for them all
+            fresh = self.split.new_grads()
         for i, (p, needed) in enumerate(zip(self.params, self.needs_grad[1:])):
-            total = self.cloned[i].grad
-            for theirs in found:
-                if theirs[i] is None or not needed:
-                    continue
-                if total is None:
-                    total = theirs[i].copy()
-                else:
-                    total += theirs[i]
-            if not needed or total is None:
+            parts = [g for g in [self.cloned[i].grad, *(f[i] for f in found)] if g is not None]
+            if not needed or not parts:
                 continue
+            if fresh is not None:  # p.grad is None: the sum goes into its part of the one array
+                total = fresh[i]
+                np.add(parts[0], parts[1], out=total) if len(parts) > 1 else np.copyto(
+                    total, parts[0]
+                )
+                for g in parts[2:]:
+                    total += g
+                p.grad = total
+                continue
+            total = parts[0] if parts[0] is self.cloned[i].grad else parts[0].copy()
+            for g in parts[1:]:
+                total += g
             if p.grad is None:  # into `.grad` directly, sparing the engine's copy of each
                 p.grad = total
             else:
                 p.grad += total
         self.cloned = None
         return (None,) * (1 + len(self.params))
+
+
+_BY_WEIGHTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id(mmap) -> split
+
+
+def flat_arrays(params: list[Tensor]) -> tuple[np.ndarray, np.ndarray, list[int]] | None:
+    """(weights, gradients, offsets): `params`' weights and gradients as two flat arrays, and
+    where each parameter starts in them, when `params` are exactly a process split's parameters,
+    in order, each `.data` its shared view and each `.grad` its part of the last backward's one
+    array; else None. An optimizer can then update them all with a few large numpy calls."""
+    if not params:
+        return None
+    base = params[0].data
+    while isinstance(base, np.ndarray):  # down to the memory itself: the split's mmap
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    split = _BY_WEIGHTS.get(id(base)) if base is not None else None
+    if split is None or split.grad_views is None or len(params) != len(split.params):
+        return None
+    for p, q, view, grad in zip(params, split.params, split.shared, split.grad_views):
+        if p is not q or p.data is not view or p.grad is not grad:
+            return None
+    itemsize = split.flat_dtype.itemsize
+    weights = np.frombuffer(split.weights, dtype=split.flat_dtype)
+    grads = split.grad_views[0].base
+    while grads.base is not None:
+        grads = grads.base
+    return weights, grads, [o // itemsize for o in split.offsets]
 
 
 def _nothing() -> None:
@@ -411,5 +462,6 @@ def _close_all(workers: list[_Worker]) -> None:
         worker.close()
 
 
-__all__ = ["ProcessSplit", "SplitOverProcesses", "WorkerError", "can_fork", "peak_private_kib",
+__all__ = ["ProcessSplit", "SplitOverProcesses", "WorkerError", "can_fork", "flat_arrays",
+    "peak_private_kib",
     "private_kib"]  # fmt: skip
