@@ -199,7 +199,7 @@ def adamw_run(rng, flat: bool, steps=3, load_from=None):
     module = importlib.import_module("tinytorch.accel.accelerate")
     data = [(rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))) for _ in range(steps)]
     model = accelerate(gpt(), workers=2, processes=True)
-    opt = accelerate(AdamW(model.parameters(), lr=1e-2, weight_decay=0.1))
+    opt = accelerate(AdamW(model.parameters(), lr=1e-2, weight_decay=0.1), workers=2)
     if load_from is not None:
         opt.load_state_dict(load_from)
     used, flat_step = [], opt._flat_step
@@ -218,7 +218,14 @@ def adamw_run(rng, flat: bool, steps=3, load_from=None):
     return [p.data.copy() for p in model.parameters()], opt.state_dict(), used
 
 
-def test_the_flat_adamw_step_gives_the_per_parameter_numbers(rng):
+@pytest.mark.parametrize("threaded", [False, True])
+def test_the_flat_adamw_step_gives_the_per_parameter_numbers(rng, monkeypatch, threaded):
+    from tinytorch.accel import blocking
+    from tinytorch.accel.accelerate import FastAdam
+
+    monkeypatch.setattr(blocking, "BLOCK", 256)  # many blocks, shared out over two threads
+    if threaded:
+        monkeypatch.setattr(FastAdam, "THREADED_VALUES", 1)
     seed = rng.integers(1 << 30)
     weights, state, used = adamw_run(np.random.default_rng(seed), flat=True)
     want_weights, want_state, _ = adamw_run(np.random.default_rng(seed), flat=False)

@@ -260,13 +260,22 @@ class FastAdam(FusedAdam):
             least = sizes.index(min(sizes))  # group with the fewest values so far
             groups[least].append(job)
             sizes[least] += job[0].data.size
+        self._each_helper(_update_group, [(group,) for group in groups])
+
+    def _each_helper(self, fn, work: list[tuple]) -> None:
+        """`fn(optimizer, *args)` for each `args` of `work`: the first with this optimizer in this
+        thread, the others on threads, each with a copy of it that has this step's lr and betas
+        and a scratch buffer of its own (kept for the next step)."""
+        if len(work) == 1:
+            fn(self, *work[0])
+            return
         buffers = vars(self).setdefault("_thread_buffers", {})
         helpers = []
-        for i in range(1, self.workers):
-            helper = copy.copy(self)  # this step's lr and betas, a scratch buffer of its own
+        for i in range(1, len(work)):
+            helper = copy.copy(self)
             helper._fused_buffer = buffers.get(i)
             helpers.append(helper)
-        run_threads(_update_group, [(self, groups[0])] + list(zip(helpers, groups[1:])))
+        run_threads(fn, [(opt, *args) for opt, args in zip([self, *helpers], work)])
         for i, helper in enumerate(helpers, 1):
             buffers[i] = helper._fused_buffer
 
@@ -302,11 +311,12 @@ class FastAdam(FusedAdam):
         if len(steps) != 1:
             return False
         (step,) = steps
-        if self.weight_decay:
-            weights *= 1.0 - self.lr * self.weight_decay
-        for part in blocking.blocks(weights.size):
-            state = {"step": step, "exp_avg": moments[0][part], "exp_avg_sq": moments[1][part]}
-            self._fused_update(_FlatPart(weights[part]), state, grads[part])
+        parts = blocking.blocks(weights.size)
+        work = [(weights, grads, moments, step, parts)]
+        if self.workers > 1 and weights.size >= self.THREADED_VALUES:  # contiguous shares
+            cut = [round(i * len(parts) / self.workers) for i in range(self.workers + 1)]
+            work = [(weights, grads, moments, step, parts[a:b]) for a, b in zip(cut, cut[1:])]
+        self._each_helper(_flat_blocks, work)
         for _, state in jobs:
             state["step"] = step + 1
         return True
@@ -323,6 +333,16 @@ class FastAdam(FusedAdam):
 
 def _update_group(optimizer, jobs) -> None:
     optimizer._update(jobs)
+
+
+def _flat_blocks(optimizer, weights, grads, moments, step: int, parts: list[slice]) -> None:
+    """AdamW's step on the blocks `parts` of the flat arrays (decay first, as `_update` does)."""
+    for part in parts:
+        w = weights[part]
+        if optimizer.weight_decay:
+            w *= 1.0 - optimizer.lr * optimizer.weight_decay
+        state = {"step": step, "exp_avg": moments[0][part], "exp_avg_sq": moments[1][part]}
+        optimizer._fused_update(_FlatPart(w), state, grads[part])
 
 
 class _FlatPart:
