@@ -148,8 +148,31 @@ def test_a_worker_killed_inside_a_step_is_one_clear_error(rng):
     logits = split(Tensor(x))
     (pid,) = worker_pids(split)
     os.kill(pid, signal.SIGKILL)
-    with pytest.raises(WorkerError, match="stopped; accelerate\\(model, workers=1\\)"):
+    with pytest.raises(
+        WorkerError, match=f"\\(pid {pid}\\) stopped; accelerate\\(model, workers=1\\)"
+    ):
         cross_entropy(logits, x).backward()
+
+
+def test_an_interrupted_step_stops_the_workers_and_the_next_step_is_right(rng, monkeypatch):
+    from tinytorch.accel import processes
+
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    grads_of(split, x, y)
+    (pid,) = worker_pids(split)
+    receive = processes._recv_array
+
+    def interrupted(conn):
+        monkeypatch.setattr(processes, "_recv_array", receive)
+        raise KeyboardInterrupt  # Ctrl-C while the worker's answer waits in the pipe
+
+    monkeypatch.setattr(processes, "_recv_array", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        split(Tensor(x))
+    assert not alive(pid)
+    whole = accelerate(gpt(), workers=1)
+    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
 
 
 def test_plain_and_garbage_collection_stop_the_worker(rng):

@@ -20,9 +20,11 @@ that still holds (the same parameters, the same modes); a weight array replaced 
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import pickle
+import signal
 import sys
 import time
 import warnings
@@ -128,21 +130,24 @@ class _Worker:
         return not done
 
     def close(self) -> None:
+        """Stop the worker now, whatever it is doing (it holds nothing that outlives it)."""
         if self.conn.closed:
             return
         _PARENT_ENDS.discard(self.conn.fileno())
-        try:
-            self.conn.close()
-        finally:
-            if self.pid is not None:
-                try:
-                    os.waitpid(self.pid, 0)
-                except ChildProcessError:
-                    pass
+        self.conn.close()
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ChildProcessError, ProcessLookupError):
+                pass
+            self.pid = None
 
 
 def _serve(conn: Connection, model, params, grads, forward) -> None:
     from tinytorch.accel.parallel import _INSIDE, _blas_controller
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the caller, who stops us
 
     _blas_controller().limit(limits=1, user_api="blas")
     _INSIDE.active = True  # a worker's slice splits no further
@@ -267,32 +272,37 @@ class ProcessSplit:
                 p.data = view
         return True
 
-    def _fail(self, worker: _Worker, err: BaseException):
-        self.close()
-        if isinstance(err, (EOFError, OSError)):
+    @contextlib.contextmanager
+    def _talking(self, worker: _Worker):
+        """Any failure while talking to a worker (it stopped, it reported an error, or this
+        process was interrupted half way, Ctrl-C) stops every worker: a conversation cut short
+        cannot be resumed, and the next split forks new ones."""
+        pid = worker.pid
+        try:
+            yield
+        except (EOFError, OSError):
+            self.close()
             raise WorkerError(
-                f"a worker process of the batch split (pid {worker.pid}) stopped; "
+                f"a worker process of the batch split (pid {pid}) stopped; "
                 "accelerate(model, workers=1) trains without workers"
             ) from None
-        raise err
+        except BaseException:
+            self.close()
+            raise
 
-    def _reply(self, worker: _Worker):
-        try:
+    def _reply(self, worker: _Worker, array: bool = False):
+        with self._talking(worker):
             reply = worker.conn.recv()
-        except (EOFError, OSError) as err:
-            self._fail(worker, err)
-        if isinstance(reply, tuple) and reply[0] == "error":
-            self._fail(worker, reply[1])
-        return reply
+            if isinstance(reply, tuple) and reply[0] == "error":
+                raise reply[1]
+            return _recv_array(worker.conn) if array else reply
 
     def _send(self, command: str, step: int, arrays: list[np.ndarray]) -> None:
         dropped, self.dropped = self.dropped, []
         for worker, a in zip(self.workers, arrays):
-            try:
+            with self._talking(worker):
                 worker.conn.send((command, step, dropped))
                 _send_array(worker.conn, a)
-            except OSError as err:
-                self._fail(worker, err)
 
     def send_forward(self, slices: list[np.ndarray]) -> int:
         """Start the workers on their slices (one each); returns the step's number."""
@@ -301,11 +311,7 @@ class ProcessSplit:
         return self.steps
 
     def outputs(self) -> list[np.ndarray]:
-        outs = []
-        for worker in self.workers:
-            self._reply(worker)
-            outs.append(_recv_array(worker.conn))
-        return outs
+        return [self._reply(worker, array=True) for worker in self.workers]
 
     def send_backward(self, step: int, grads: list[np.ndarray]) -> None:
         self._send("backward", step, grads)
@@ -341,10 +347,8 @@ class ProcessSplit:
         to this process's."""
         total = 0
         for worker in self.workers:
-            try:
+            with self._talking(worker):
                 worker.conn.send(("memory", 0, []))
-            except OSError as err:
-                self._fail(worker, err)
             total += self._reply(worker)[1]
         return total
 
