@@ -268,3 +268,34 @@ def test_loaded_moments_keep_the_per_parameter_step(rng):
     assert used == [False, False, False]  # moments of their own arrays: not the flat ones
     for a, b in zip(weights, want):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_gradient_array_is_used_again_only_when_no_one_holds_it(rng):
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    first = grads_of(split, x, y)[3]
+    base = id(split.parameters()[0].grad.base)
+    for p in split.parameters():
+        p.grad = None
+    grads_of(split, x, y)
+    assert id(split.parameters()[0].grad.base) == base  # dropped by everyone: zeroed, used again
+    kept = split.parameters()[3].grad  # a user keeps one gradient past zero_grad
+    want = kept.copy()
+    for p in split.parameters():
+        p.grad = None
+    again = grads_of(split, x, y)[3]
+    assert split.parameters()[3].grad is not kept  # a new array: the kept one is left alone
+    np.testing.assert_array_equal(kept, want)
+    close(again, first)
+
+
+def test_a_parameter_no_gradient_reaches_keeps_none(rng):
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    for workers in (1, 2):
+        model = gpt()
+        model.spare = Tensor(np.ones(3, dtype=np.float32), requires_grad=True)  # never used
+        model = accelerate(model, workers=workers, processes=True)
+        assert any(p is model.spare for p in model.parameters())
+        cross_entropy(model(Tensor(x)), y).backward()
+        assert model.spare.grad is None
+        assert all(p.grad is not None for p in model.parameters() if p is not model.spare)

@@ -170,16 +170,17 @@ def _serve(conn: Connection, model, params, grads, forward) -> None:
             elif command == "backward":
                 grad = _recv_array(conn)
                 out = outs.pop(step, None)
-                for p in params:
-                    p.grad = None
-                if out is not None:
-                    out.backward(grad)
-                found = []
-                for p, shared in zip(params, grads):
-                    found.append(p.grad is not None)
-                    if p.grad is not None:
-                        shared[...] = p.grad
-                    p.grad = None
+                reached = _leaves(out) if out is not None else set()
+                for p, shared in zip(params, grads):  # the engine adds into shared memory
+                    shared.fill(0)
+                    p.grad = shared
+                try:
+                    if out is not None:
+                        out.backward(grad)
+                finally:
+                    for p in params:
+                        p.grad = None
+                found = [id(p) in reached for p in params]
                 conn.send(("ok", found, time.process_time()))
             elif command == "memory":
                 conn.send(("ok", peak_private_kib()))
@@ -331,9 +332,18 @@ class ProcessSplit:
 
     def new_grads(self) -> list[np.ndarray] | None:
         """Zeroed gradient arrays for every parameter, views of one array laid out as the shared
-        weights are (so `flat_arrays` can hand the optimizer both whole); None with mixed dtypes."""
+        weights are (so `flat_arrays` can hand the optimizer both whole); None with mixed dtypes.
+
+        The last step's array is zeroed and used again when nothing but this split still holds
+        it or its views (every `.grad` was dropped, no one kept one): no new 4 bytes a weight,
+        and no heap that grows from step to step."""
         if self.flat_dtype is None:
             return None
+        views = self.grad_views
+        if views is not None and _unshared(views):
+            views[0].base.fill(0)
+            return views
+        self.grad_views = None
         flat = np.zeros(self.size // self.flat_dtype.itemsize, dtype=self.flat_dtype)
         self.grad_views = _views(flat, self.params, self.offsets)
         return self.grad_views
@@ -390,26 +400,30 @@ class SplitOverProcesses(Function):
 
         self.split.send_backward(self.step, [grad[a:b] for a, b in self.bounds[1:]])
         self.pending = False
+        fresh = None
+        if all(p.grad is None for p in self.params):  # the usual step: one array for them all
+            fresh = self.split.new_grads()
+        reached = set()
+        if fresh is not None:  # the engine adds into them in place (no array of its own)
+            reached = _leaves(self.own)
+            for clone, g in zip(self.cloned, fresh):
+                clone.grad = g
         try:
             _backward_slice(self.own, grad[slice(*self.bounds[0])])
         finally:
             found = self.split.gradients()
         self.own = None
-        fresh = None
-        if all(p.grad is None for p in self.params):  # the usual step: one array for them all
-            fresh = self.split.new_grads()
         for i, (p, needed) in enumerate(zip(self.params, self.needs_grad[1:])):
-            parts = [g for g in [self.cloned[i].grad, *(f[i] for f in found)] if g is not None]
-            if not needed or not parts:
+            theirs = [f[i] for f in found if f[i] is not None]
+            if fresh is not None:  # p.grad is None; its part of the one array holds our slice's
+                if not needed or not (theirs or id(self.cloned[i]) in reached):
+                    continue  # no gradient reached it: it stays None, as unsplit
+                for g in theirs:
+                    fresh[i] += g
+                p.grad = fresh[i]
                 continue
-            if fresh is not None:  # p.grad is None: the sum goes into its part of the one array
-                total = fresh[i]
-                np.add(parts[0], parts[1], out=total) if len(parts) > 1 else np.copyto(
-                    total, parts[0]
-                )
-                for g in parts[2:]:
-                    total += g
-                p.grad = total
+            parts = [g for g in [self.cloned[i].grad, *theirs] if g is not None]
+            if not needed or not parts:
                 continue
             total = parts[0] if parts[0] is self.cloned[i].grad else parts[0].copy()
             for g in parts[1:]:
@@ -420,6 +434,27 @@ class SplitOverProcesses(Function):
                 p.grad += total
         self.cloned = None
         return (None,) * (1 + len(self.params))
+
+
+def _leaves(out: Tensor) -> set[int]:
+    """ids of the tensors with no graph above them that a backward from `out` reaches."""
+    from tinytorch.core.autograd import topological_order
+
+    if not out.requires_grad:
+        return set()
+    return {id(t) for t in topological_order(out) if t._ctx is None}
+
+
+def _unshared(views: list[np.ndarray]) -> bool:
+    """Whether only the list `views` holds these views and their base (CPython's counts: the
+    base is held by each view and getrefcount's argument; a view by the list, the loop's
+    variable and the argument)."""
+    if sys.getrefcount(views[0].base) != len(views) + 1:
+        return False
+    for view in views:
+        if sys.getrefcount(view) != 3:
+            return False
+    return True
 
 
 _BY_WEIGHTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id(mmap) -> split
