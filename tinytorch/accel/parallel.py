@@ -349,7 +349,8 @@ def split_forward(model: Module, runner: "DataParallel", x, processes: bool = Fa
         return None
     if rows.ndim < 1 or len(rows) < 2:
         return None
-    if any(isinstance(m, Dropout) and m.training and m.p > 0 for m in model.modules()):
+    modules = model.modules()
+    if any(isinstance(m, Dropout) and m.training and m.p > 0 for m in modules):
         return None
     params = model.parameters()
     if not any(p.requires_grad for p in params):
@@ -358,11 +359,11 @@ def split_forward(model: Module, runner: "DataParallel", x, processes: bool = Fa
         from tinytorch.accel.processes import ProcessSplit, SplitOverProcesses
 
         split = vars(model).get("_process_split")
-        if split is None or not split.ready(model):
+        if split is None or not split.ready(params, modules):
             if split is not None:
                 split.close()
             split = model._process_split = ProcessSplit(model, runner.workers, _class_forward)
-        return SplitOverProcesses.apply(rows, *params, model=model, split=split)
+        return SplitOverProcesses.apply(rows, *params, model=model, split=split, params=params)
     return SplitBatch.apply(rows, *params, model=model, runner=runner)
 
 

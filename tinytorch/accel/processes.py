@@ -60,8 +60,8 @@ def _views(buffer: mmap.mmap, params: list[Tensor], offsets: list[int]) -> list[
     ]
 
 
-def _modes(model: Module) -> tuple:
-    return tuple(m.training for m in model.modules())
+def _modes(modules: list[Module]) -> tuple:
+    return tuple(m.training for m in modules)
 
 
 def _send_array(conn: Connection, a: np.ndarray) -> None:
@@ -232,7 +232,7 @@ class ProcessSplit:
     def __init__(self, model: Module, workers: int, forward):
         self.owner = weakref.ref(model)
         self.params = params = model.parameters()
-        self.modes = _modes(model)
+        self.modes = _modes(model.modules())
         self.steps, self.dropped, self.closed = 0, [], False
         offsets, size = _layout(params)
         self.weights = mmap.mmap(-1, size)
@@ -257,11 +257,11 @@ class ProcessSplit:
     def __reduce__(self):  # a copied or pickled model forks workers of its own when it trains
         return _nothing, ()
 
-    def ready(self, model: Module) -> bool:
-        """Whether the workers still run this model: the same parameters and modes. Weight arrays
-        replaced since the fork are copied into the shared memory (and the Tensors pointed back)."""
-        params = model.parameters()
-        if self.closed or len(params) != len(self.params) or _modes(model) != self.modes:
+    def ready(self, params: list[Tensor], modules: list[Module]) -> bool:
+        """Whether the workers still run the model whose `parameters()` and `modules()` these
+        are: the same parameters and modes. Weight arrays replaced since the fork are copied into
+        the shared memory (and the Tensors pointed back)."""
+        if self.closed or len(params) != len(self.params) or _modes(modules) != self.modes:
             return False
         if not all(worker.alive() for worker in self.workers):
             return False
@@ -371,26 +371,25 @@ class SplitOverProcesses(Function):
     """`model(x)` with the rows of `x` split between this process and forked workers, as one
     node of the caller's graph (the process counterpart of `parallel.SplitBatch`).
 
-    This process runs the first slice through a copy of the model that shares its weights;
-    each worker runs its slice and keeps the graph until the node's backward sends it the output
-    gradient, then writes its weights' gradients into shared memory, and the node adds them all to
-    each parameter's `.grad`.
+    `SplitOverProcesses.apply(x, *params, model=model, split=split, params=params)`. This process
+    runs the first slice through the model itself; each worker runs its slice and keeps the graph
+    until the node's backward sends it the output gradient, then writes its weights' gradients
+    into shared memory, and the node adds them to each parameter's `.grad`.
     """
 
-    def forward(self, x, *weights, model, split: ProcessSplit):
-        from tinytorch.accel.parallel import DataParallel, _blas_controller, _forward_slice
+    def forward(self, x, *weights, model, split: ProcessSplit, params: list[Tensor]):
+        from tinytorch.accel.parallel import _blas_controller, _forward_slice
 
         _blas_controller().limit(limits=1, user_api="blas")  # one core each (see run_threads)
         n, parts = len(x), 1 + len(split.workers)
         bounds = [round(i * n / parts) for i in range(parts + 1)]
         self.bounds = list(zip(bounds[:-1], bounds[1:]))
-        self.split, self.params = split, model.parameters()
-        ((clone, self.cloned),) = DataParallel(model, 1)._copies(self.params, 1)
+        self.split, self.params = split, params
         self.step = split.send_forward([x[a:b] for a, b in self.bounds[1:]])
         self.pending = True
         weakref.finalize(self, _dropped, weakref.ref(split), self.step, self.__dict__)
-        try:
-            self.own = _forward_slice(clone, x[slice(*self.bounds[0])])
+        try:  # the model itself: its slice's graph ends at the parameters, as unsplit
+            self.own = _forward_slice(model, x[slice(*self.bounds[0])])
         finally:
             outs = split.outputs()  # every worker answers, even when this slice failed
         return np.concatenate([self.own.data, *outs])
@@ -400,40 +399,34 @@ class SplitOverProcesses(Function):
 
         self.split.send_backward(self.step, [grad[a:b] for a, b in self.bounds[1:]])
         self.pending = False
-        fresh = None
-        if all(p.grad is None for p in self.params):  # the usual step: one array for them all
-            fresh = self.split.new_grads()
-        reached = set()
-        if fresh is not None:  # the engine adds into them in place (no array of its own)
+        params, fresh, reached = self.params, None, set()
+        if all(p.grad is None for p in params):  # the usual step: one array for them all,
+            fresh = self.split.new_grads()  # which the engine adds this slice's gradients into
+        if fresh is not None:
             reached = _leaves(self.own)
-            for clone, g in zip(self.cloned, fresh):
-                clone.grad = g
+            for p, g in zip(params, fresh):
+                p.grad = g
         try:
             _backward_slice(self.own, grad[slice(*self.bounds[0])])
+        except BaseException:
+            if fresh is not None:
+                for p in params:
+                    p.grad = None
+            raise
         finally:
             found = self.split.gradients()
         self.own = None
-        for i, (p, needed) in enumerate(zip(self.params, self.needs_grad[1:])):
-            theirs = [f[i] for f in found if f[i] is not None]
-            if fresh is not None:  # p.grad is None; its part of the one array holds our slice's
-                if not needed or not (theirs or id(self.cloned[i]) in reached):
-                    continue  # no gradient reached it: it stays None, as unsplit
-                for g in theirs:
-                    fresh[i] += g
-                p.grad = fresh[i]
+        for i, (p, needed) in enumerate(zip(params, self.needs_grad[1:])):
+            theirs = [f[i] for f in found if f[i] is not None] if needed else []
+            if fresh is not None and not (theirs or (needed and id(p) in reached)):
+                p.grad = None  # no gradient reached it: it stays None, as unsplit
                 continue
-            parts = [g for g in [self.cloned[i].grad, *theirs] if g is not None]
-            if not needed or not parts:
-                continue
-            total = parts[0] if parts[0] is self.cloned[i].grad else parts[0].copy()
-            for g in parts[1:]:
-                total += g
-            if p.grad is None:  # into `.grad` directly, sparing the engine's copy of each
-                p.grad = total
-            else:
-                p.grad += total
-        self.cloned = None
-        return (None,) * (1 + len(self.params))
+            for g in theirs:
+                if p.grad is None:
+                    p.grad = g.copy()  # shared memory: the next step writes over it
+                else:
+                    p.grad += g
+        return (None,) * (1 + len(params))
 
 
 def _leaves(out: Tensor) -> set[int]:
