@@ -16,6 +16,7 @@ from milestones.history import code_line
 from milestones.output import EARLIER, keep_earlier, prepare_out, write_json
 from milestones.registry import Milestone, RunOptions
 from tinytorch.accel.accelerate import accelerate
+from tinytorch.accel.processes import can_fork
 from tinytorch.core.autograd import no_grad, topological_order
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
@@ -266,7 +267,8 @@ def train_and_report(milestone, opts, work, name, setup, seed, data, stored) -> 
         f"{vocab.vocab_size} tokens, {len(corpus.text) / len(ids):.2f} characters per token; "
         f"config {name}: embed {config.embed_dim}, {config.num_layers} layers, "
         f"{config.num_heads} heads, max_seq_len {config.max_seq_len}, batch {setup.batch_size}, "
-        f"{setup.steps} steps, seed {seed}; {workers} data-parallel thread(s)"
+        f"{setup.steps} steps, seed {seed}; {workers} data-parallel worker(s) "
+        f"({'processes' if can_fork() else 'threads'})"
     )
     console.print(provenance.header(opts.completed, fast))
     seed_everything(seed)

@@ -46,6 +46,6 @@ def header(completed: frozenset[int], chosen: tuple[str, ...]) -> str:
         if part in chosen:
             item += f", accelerated by {whose(ACCELERATION, completed)}"
         items.append(item)
-    items.append("threads given")  # DataParallel: a given file, no student's code
+    items.append("batch split given")  # DataParallel: given files, no student's code
     items.append(f"caching {whose(MEMOIZATION, completed)}")
     return "code: " + "; ".join(items)

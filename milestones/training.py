@@ -56,12 +56,12 @@ class Settings:
     checkpoint_every: int
     seed: int
     to_bits_per_char: float = 1 / math.log(2)  # times a loss in nats per token: bits per character
-    workers: int = 1  # data-parallel threads per step (module 18's DataParallel)
+    workers: int = 1  # data-parallel workers per step (module 18's DataParallel)
     accelerate: tuple[str, ...] = ()  # module 18's parts for the optimizer ("adamw")
 
 
 def default_workers() -> int:
-    """Two data-parallel threads where two cores exist to run them, else one.
+    """Two data-parallel workers where two cores exist to run them, else one.
 
     Measured on a 2-core machine (small preset, batch 16): 85 ms a step with one thread and one
     BLAS thread, 60 ms with two BLAS threads, 51 ms with two workers of one BLAS thread each.
@@ -215,7 +215,9 @@ def train(model, train_data, val_data, cfg: Settings, out: Path, meta: dict, res
     if not history.val:
         history.val.append((0, evaluate(model, val_data, cfg.eval_windows, cfg.batch_size)))
     tokens_per_step = cfg.batch_size * cfg.max_seq_len
-    parallel = DataParallel(model, cfg.workers)  # the batch's forward and backward, over threads
+    # the batch's forward and backward over forked workers that share the weights where the
+    # system forks (Linux), else over threads
+    parallel = DataParallel(model, cfg.workers, processes=None)
     trainer = Trainer(model, cross_entropy, optimizer, schedule, cfg.clip, parallel.backward)
     trainer.step_count = start
     seconds = 0.0  # in training steps only

@@ -299,3 +299,19 @@ def test_a_parameter_no_gradient_reaches_keeps_none(rng):
         cross_entropy(model(Tensor(x)), y).backward()
         assert model.spare.grad is None
         assert all(p.grad is not None for p in model.parameters() if p is not model.spare)
+
+
+def test_a_changed_setting_or_layer_reaches_the_worker(rng):
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    grads_of(split, x, y)
+    whole = accelerate(gpt(), workers=1)
+    for model in (split, whole):
+        model.blocks[1].norm_first = False  # a number-changing setting, by value
+        model.blocks[0].mlp = copy.deepcopy(model.blocks[1].mlp)  # a layer swapped
+    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
+    steps = [worker_pids(split)]
+    for _ in range(3):  # a setting the forward itself clears (last_attention) forks no more
+        grads_of(split, x, y)
+        steps.append(worker_pids(split))
+    assert steps[1] == steps[2] == steps[3]

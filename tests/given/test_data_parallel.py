@@ -1,4 +1,5 @@
-"""DataParallel: a batch split over threads gives the full batch's loss and gradients."""
+"""DataParallel: a batch split over threads, or over forked worker processes that share the
+weights (processes=True), gives the full batch's loss and gradients."""
 
 import threading
 
@@ -40,40 +41,43 @@ def plain(model, loss_fn, x, y):
     return loss.item(), grads_of(model)
 
 
-def split(model, loss_fn, x, y, workers):
+def split(model, loss_fn, x, y, workers, processes=False):
     for p in model.parameters():
         p.grad = None
-    loss = DataParallel(model, workers).backward(loss_fn, x, y)
+    loss = DataParallel(model, workers, processes).backward(loss_fn, x, y)
     return loss, grads_of(model)
 
 
 @pytest.mark.parametrize("rows, workers", [(8, 2), (7, 3), (5, 4), (1, 2), (6, 1)])
-def test_split_equals_the_whole_batch(rows, workers, rng):
+@pytest.mark.parametrize("processes", [False, True])
+def test_split_equals_the_whole_batch(rows, workers, rng, processes):
     seed_everything(0)
     model = Net()
     x = rng.normal(size=(rows, 4)).astype(np.float32)
     y = rng.integers(0, 3, size=rows)
     want_loss, want = plain(model, xent, x, y)
-    got_loss, got = split(model, xent, x, y, workers)
+    got_loss, got = split(model, xent, x, y, workers, processes)
     assert got_loss == pytest.approx(want_loss, rel=1e-5)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
 
 
-def test_sequence_targets_and_tensor_inputs(rng):
+@pytest.mark.parametrize("processes", [False, True])
+def test_sequence_targets_and_tensor_inputs(rng, processes):
     """(B, T, C) inputs with (B, T, 1) targets, passed as Tensors: the rows are the first axis."""
     seed_everything(1)
     model = Net(classes=1)
     x = Tensor(rng.normal(size=(6, 5, 4)))
     y = Tensor(rng.normal(size=(6, 5, 1)))
     want_loss, want = plain(model, mse, x, y)
-    got_loss, got = split(model, mse, x, y, 3)
+    got_loss, got = split(model, mse, x, y, 3, processes)
     assert got_loss == pytest.approx(want_loss, rel=1e-5)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
 
 
-def test_training_matches_and_copies_follow_the_weights(rng):
+@pytest.mark.parametrize("processes", [False, True])
+def test_training_matches_and_copies_follow_the_weights(rng, processes):
     """Five AdamW steps each way end at the same weights: every step's copies see the update,
     including weights whose arrays were replaced between steps."""
     x = rng.normal(size=(10, 4)).astype(np.float32)
@@ -82,7 +86,7 @@ def test_training_matches_and_copies_follow_the_weights(rng):
     for workers in (1, 2):
         seed_everything(0)
         model = Net()
-        opt, dp = AdamW(model.parameters(), lr=0.05), DataParallel(model, workers)
+        opt, dp = AdamW(model.parameters(), lr=0.05), DataParallel(model, workers, processes)
         for step in range(5):
             if step == 3:  # new arrays, not in place: the copies must pick them up
                 for p in model.parameters():
@@ -95,13 +99,14 @@ def test_training_matches_and_copies_follow_the_weights(rng):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
-def test_gradients_accumulate_like_backward(rng):
+@pytest.mark.parametrize("processes", [False, True])
+def test_gradients_accumulate_like_backward(rng, processes):
     """Without zero_grad, a second call adds to .grad, as a second loss.backward() would."""
     seed_everything(0)
     model = Net()
     x, y = rng.normal(size=(4, 4)).astype(np.float32), rng.integers(0, 3, size=4)
-    _, once = split(model, xent, x, y, 2)
-    DataParallel(model, 2).backward(xent, x, y)
+    _, once = split(model, xent, x, y, 2, processes)
+    DataParallel(model, 2, processes).backward(xent, x, y)
     for g, w in zip(grads_of(model), once):
         np.testing.assert_allclose(g, 2 * w, rtol=1e-5, atol=1e-7)
 
@@ -166,16 +171,17 @@ def test_active_dropout_is_refused_and_eval_mode_is_not(rng):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
 
 
-def test_a_replaced_module_is_copied_afresh(rng):
+@pytest.mark.parametrize("processes", [False, True])
+def test_a_replaced_module_is_copied_afresh(rng, processes):
     """Swapping a layer (no parameter changes) must reach the copies, not train the old one."""
     from tinytorch.core.activations import ReLU
 
     seed_everything(0)
     model, x = Net(), rng.normal(size=(6, 4)).astype(np.float32)
     y = rng.integers(0, 3, size=6)
-    dp = DataParallel(model, 2)
-    split(model, xent, x, y, 2)
-    dp.backward(xent, x, y)  # copies made with Tanh
+    dp = DataParallel(model, 2, processes)
+    split(model, xent, x, y, 2, processes)
+    dp.backward(xent, x, y)  # copies (or a worker) made with Tanh
     model.act = ReLU()
     want_loss, want = plain(model, xent, x, y)
     for p in model.parameters():
@@ -185,7 +191,8 @@ def test_a_replaced_module_is_copied_afresh(rng):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
 
 
-def test_layers_in_lists_dicts_and_namedtuples_get_their_own_gradients(rng):
+@pytest.mark.parametrize("processes", [False, True])
+def test_layers_in_lists_dicts_and_namedtuples_get_their_own_gradients(rng, processes):
     """Parameters reached through containers are copied too: no two threads share a .grad."""
     from collections import namedtuple
 
@@ -205,7 +212,7 @@ def test_layers_in_lists_dicts_and_namedtuples_get_their_own_gradients(rng):
     model = Nested()
     x, y = rng.normal(size=(6, 4)).astype(np.float32), rng.integers(0, 3, size=6)
     want_loss, want = plain(model, xent, x, y)
-    got_loss, got = split(model, xent, x, y, 2)
+    got_loss, got = split(model, xent, x, y, 2, processes)
     assert len(want) == 8 and got_loss == pytest.approx(want_loss, rel=1e-5)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)

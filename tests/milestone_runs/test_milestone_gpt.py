@@ -158,7 +158,7 @@ def test_ctrl_c_then_resume_matches_an_uninterrupted_run(tmp_path, text_file, mo
     assert first["val_history"] == second["val_history"]
 
 
-def test_two_data_parallel_threads_train_the_same_model_as_one(tmp_path, text_file, monkeypatch):
+def test_two_data_parallel_workers_train_the_same_model_as_one(tmp_path, text_file, monkeypatch):
     """Trained through module 18's DataParallel, split or not, a run ends at the same weights."""
     runs = {}
     for workers in (1, 2):
@@ -166,7 +166,7 @@ def test_two_data_parallel_threads_train_the_same_model_as_one(tmp_path, text_fi
         out = tmp_path / f"w{workers}"
         result = gpt("--steps", 12, "--data", text_file, "--out", out)
         assert result.exit_code == 0, result.output
-        assert f"{workers} data-parallel thread(s)" in said(result)
+        assert f"{workers} data-parallel worker(s) (processes)" in said(result)
         summary = json.loads((out / "summary.json").read_text())["training"]
         assert summary["data_parallel_workers"] == workers
         with np.load(out / training.CHECKPOINT) as archive:

@@ -15,7 +15,7 @@ PROSE = "the cat sat on the mat, the dog ran to the park. " * 40
 def test_the_header_names_each_part_and_who_wrote_it():
     fresh = provenance.header(frozenset(), provenance.parts(frozenset()))
     assert "attention reference module 12, accelerated by reference module 18" in fresh
-    assert "threads given" in fresh and "caching reference module 17" in fresh
+    assert "batch split given" in fresh and "caching reference module 17" in fresh
     own = frozenset(range(1, 14))
     line = provenance.header(own, provenance.parts(own))
     assert "attention your module 12;" in line and "layer norm your module 13;" in line
@@ -27,7 +27,7 @@ def test_the_header_names_each_part_and_who_wrote_it():
     everything = frozenset({*range(1, 14), 18})
     line = provenance.header(everything, provenance.parts(everything))
     assert "attention your module 12, accelerated by your module 18" in line
-    assert "threads given" in line and "threads your" not in line  # DataParallel is given
+    assert "batch split given" in line and "split your" not in line  # DataParallel is given
     assert "caching your module 17" in provenance.header(frozenset({17}), ())
 
 

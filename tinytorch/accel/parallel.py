@@ -135,18 +135,26 @@ def _copy_sharing(obj, memo: dict):
 class DataParallel:
     """Forward and backward of a batch split over `workers` threads, gradients summed.
 
+    processes=True (None: where the system forks) runs the slices but this process's own on
+    forked workers that share the weights instead (`tinytorch.accel.processes`, as
+    `accelerate(gpt)` does in a user's loop): the model's output comes back whole and the loss
+    is computed here, on every row at once.
+
     `backward(loss_fn, x, y)` leaves in every parameter's `.grad` what
     `loss_fn(model(x), y).backward()` would (up to float rounding) and returns the loss as a float.
     Each worker uses one BLAS thread while it runs. The copies the workers use are made at every
     call, so they always match the model: its weights, its layers and its settings.
     """
 
-    def __init__(self, model: Module, workers: int = 2):
+    def __init__(self, model: Module, workers: int = 2, processes: bool | None = False):
         if not isinstance(model, Module):
             raise TypeError(f"DataParallel needs a Module, got {type(model).__name__}")
         if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
             raise ValueError(f"DataParallel: workers must be an integer >= 1, got {workers!r}")
+        from tinytorch.accel.processes import can_fork
+
         self.model, self.workers = model, int(workers)
+        self.processes = can_fork() if processes is None else bool(processes) and can_fork()
         self._pool = _shared_pool(workers - 1) if workers > 1 else None
 
     def _copies(self, params: list[Tensor], count: int) -> list[tuple]:
@@ -196,6 +204,12 @@ class DataParallel:
         parts = min(self.workers, n)
         if parts <= 1:
             return self._slice(self.model, loss_fn, x, y, 1.0)
+        if self.processes:  # forked workers (tinytorch.accel.processes), the loss computed here
+            out = split_forward(self.model, self, x, processes=True)
+            if out is not None:
+                loss = loss_fn(out, y)
+                loss.backward()
+                return loss.item()
         params = self.model.parameters()
         copies = self._copies(params, parts - 1)
         bounds = [round(i * n / parts) for i in range(parts + 1)]

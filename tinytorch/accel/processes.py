@@ -13,9 +13,12 @@ the worker runs its forward and keeps its graph, sends its output back, and, giv
 gradient, runs its backward and writes its weights' gradients into a second shared buffer that
 this process adds to its own.
 
-A worker runs the model as it was when it was forked. `ProcessSplit.ready(model)` tells whether
-that still holds (the same parameters, the same modes); a weight array replaced by assignment
-(`p.data = ...`, as `load_state_dict` does) is copied into the shared memory instead.
+A worker runs the model as it was when it was forked. `ProcessSplit.ready` tells, before every
+split, whether that still holds: the same parameters, the same modules (a layer swapped for
+another forks new workers), the same modes and settings; a weight array replaced by assignment
+(`p.data = ...`, as `load_state_dict` does) is copied into the shared memory instead. What it
+cannot see is a change made inside an array or a container in place (a frozen tensor's values,
+a dict of options): `plain(model)` then `accelerate(model)` forks afresh.
 """
 
 from __future__ import annotations
@@ -60,8 +63,22 @@ def _views(buffer: mmap.mmap, params: list[Tensor], offsets: list[int]) -> list[
     ]
 
 
-def _modes(modules: list[Module]) -> tuple:
-    return tuple(m.training for m in modules)
+_SCALARS = (bool, int, float, complex, str, bytes)
+
+
+def _signature(modules: list[Module]) -> tuple:
+    """What a worker forked now would take from the modules besides the weights: each module
+    (its class, its mode) and its settings, numbers by value, other objects by identity. Arrays,
+    Tensors, modules (listed themselves) and None are left out: caches a forward sets or clears
+    (an attention layer's `last_attention`) must not fork a worker again at every step."""
+    out = []
+    for m in modules:
+        out.append((type(m), m.training))
+        for key, value in vars(m).items():
+            if value is None or isinstance(value, (Tensor, np.ndarray, Module, ProcessSplit)):
+                continue
+            out.append((key, value) if isinstance(value, _SCALARS) else (key, id(value)))
+    return tuple(out)
 
 
 def _send_array(conn: Connection, a: np.ndarray) -> None:
@@ -232,7 +249,8 @@ class ProcessSplit:
     def __init__(self, model: Module, workers: int, forward):
         self.owner = weakref.ref(model)
         self.params = params = model.parameters()
-        self.modes = _modes(model.modules())
+        self.modules = model.modules()  # held, so that their ids stay theirs
+        self.signature = _signature(self.modules)
         self.steps, self.dropped, self.closed = 0, [], False
         offsets, size = _layout(params)
         self.weights = mmap.mmap(-1, size)
@@ -259,9 +277,13 @@ class ProcessSplit:
 
     def ready(self, params: list[Tensor], modules: list[Module]) -> bool:
         """Whether the workers still run the model whose `parameters()` and `modules()` these
-        are: the same parameters and modes. Weight arrays replaced since the fork are copied into
-        the shared memory (and the Tensors pointed back)."""
-        if self.closed or len(params) != len(self.params) or _modes(modules) != self.modes:
+        are: the same parameters, modules and settings (`_signature`). Weight arrays replaced
+        since the fork are copied into the shared memory (and the Tensors pointed back)."""
+        if self.closed or len(params) != len(self.params) or len(modules) != len(self.modules):
+            return False
+        if any(a is not b for a, b in zip(modules, self.modules)):
+            return False
+        if _signature(modules) != self.signature:
             return False
         if not all(worker.alive() for worker in self.workers):
             return False

@@ -143,9 +143,10 @@ def default_folder(milestone, quick: bool) -> str:
 def _one_blas_thread():
     """One BLAS thread unless the user chose a number (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
 
-    The second core goes to a second data-parallel thread instead (module 18's DataParallel, see
-    milestones/training.py): it runs the softmaxes and GELUs in parallel too, where BLAS threads
-    run only the matrix products, and nothing spin-waits when another process wants a core.
+    The second core goes to a second data-parallel worker instead (module 18's DataParallel, see
+    milestones/training.py; a forked process on Linux): it runs the softmaxes and GELUs in
+    parallel too, where BLAS threads run only the matrix products, and nothing spin-waits when
+    another process wants a core.
     """
     import numpy  # noqa: F401 - load numpy's BLAS first, so that the limit reaches it
     from threadpoolctl import threadpool_limits
