@@ -66,6 +66,14 @@ def _views(buffer: mmap.mmap, params: list[Tensor], offsets: list[int]) -> list[
 _SCALARS = (bool, int, float, complex, str, bytes)
 
 
+def _memory_of(array: np.ndarray):
+    """The object whose memory `array` views (a split's mmap), or None for an array of its own."""
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return base.obj if isinstance(base, memoryview) else base
+
+
 def _signature(modules: list[Module]) -> tuple:
     """What a worker forked now would take from the modules besides the weights: each module
     (its class, its mode) and its settings, numbers by value, other objects by identity. Arrays,
@@ -188,8 +196,8 @@ def _serve(conn: Connection, model, params, grads, forward) -> None:
                 grad = _recv_array(conn)
                 out = outs.pop(step, None)
                 reached = _leaves(out) if out is not None else set()
+                np.frombuffer(_memory_of(grads[0]), np.uint8).fill(0)  # the whole buffer at once
                 for p, shared in zip(params, grads):  # the engine adds into shared memory
-                    shared.fill(0)
                     p.grad = shared
                 try:
                     if out is not None:
@@ -482,11 +490,7 @@ def flat_arrays(params: list[Tensor]) -> tuple[np.ndarray, np.ndarray, list[int]
     array; else None. An optimizer can then update them all with a few large numpy calls."""
     if not params:
         return None
-    base = params[0].data
-    while isinstance(base, np.ndarray):  # down to the memory itself: the split's mmap
-        base = base.base
-    if isinstance(base, memoryview):
-        base = base.obj
+    base = _memory_of(params[0].data)
     split = _BY_WEIGHTS.get(id(base)) if base is not None else None
     if split is None or split.grad_views is None or len(params) != len(split.params):
         return None
