@@ -12,8 +12,10 @@ threads (no DataParallel, nothing a user would not write):
   `accelerate(optimizer)` (module 18).
 
 Same text (the GPT milestone's corpus, as characters), same batches, same schedule. Each child
-reports its training wall time (the 2,000 steps, no evaluation inside), its peak memory (VmHWM
-after the imports, as the main benchmark) and its validation loss at the end on fixed windows.
+reports its training wall time (the 2,000 steps, no evaluation inside), its CPU time and peak
+memory (VmHWM after the imports, as the main benchmark; with `accelerate`'s split over processes,
+its worker's CPU time and private memory are added in) and its validation loss at the end on
+fixed windows.
 
     python -m benchmarks.user_loop [--iters 2000] [--out benchmarks/user_loop.json]
 """
@@ -148,10 +150,16 @@ def child(who: str, folder: Path, vocab_size: int, iters: int) -> dict:
     for i in range(iters):
         step(*windows(train, starts[i]), lr_at(i, iters))
     seconds, cpu_seconds = time.perf_counter() - begin, time.process_time() - cpu
+    worker_mib = 0.0
     if threads is None:
         found = threadpoolctl.threadpool_info()
         threads = ", ".join(f"{i['internal_api']} {i['num_threads']} threads" for i in found)
-        if who == "tinytorch":
+        split = vars(model).get("_process_split")
+        if split is not None:  # accelerate's forked worker: its CPU time and memory count too
+            cpu_seconds += split.cpu_seconds()
+            worker_mib = split.memory_kib() / 1024
+            threads += f"; batch split over {len(split.workers) + 1} processes"
+        elif who == "tinytorch":
             threads += f"; batch split over {getattr(model, 'split_workers', 1)} threads"
     total = 0.0
     for i in range(0, VAL_WINDOWS, SHAPE["batch"]):
@@ -159,7 +167,7 @@ def child(who: str, folder: Path, vocab_size: int, iters: int) -> dict:
     batches = VAL_WINDOWS // SHAPE["batch"]
     return {
         "who": who, "seconds": seconds, "cpu_seconds": cpu_seconds,
-        "peak_mib": (peak_rss_kib() - base) / 1024, "val_loss": total / batches,
+        "peak_mib": (peak_rss_kib() - base) / 1024 + worker_mib, "val_loss": total / batches,
         "threads": threads,
     }  # fmt: skip
 
