@@ -161,13 +161,13 @@ def test_an_interrupted_step_stops_the_workers_and_the_next_step_is_right(rng, m
     split = accelerate(gpt(), workers=2, processes=True)
     grads_of(split, x, y)
     (pid,) = worker_pids(split)
-    receive = processes._recv_array
+    receive = processes.recv_array
 
     def interrupted(conn):
-        monkeypatch.setattr(processes, "_recv_array", receive)
+        monkeypatch.setattr(processes, "recv_array", receive)
         raise KeyboardInterrupt  # Ctrl-C while the worker's answer waits in the pipe
 
-    monkeypatch.setattr(processes, "_recv_array", interrupted)
+    monkeypatch.setattr(processes, "recv_array", interrupted)
     with pytest.raises(KeyboardInterrupt):
         split(Tensor(x))
     assert not alive(pid)
@@ -219,7 +219,7 @@ def adamw_run(rng, flat: bool, steps=3, load_from=None):
     update allowed or not; `load_from`: an optimizer state loaded before the first step."""
     import importlib
 
-    module = importlib.import_module("tinytorch.accel.accelerate")
+    module = importlib.import_module("tinytorch.accel.adamw")
     data = [(rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))) for _ in range(steps)]
     model = accelerate(gpt(), workers=2, processes=True)
     opt = accelerate(AdamW(model.parameters(), lr=1e-2, weight_decay=0.1), workers=2)

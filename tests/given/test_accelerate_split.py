@@ -109,7 +109,7 @@ def test_the_split_leaves_numpys_blas_at_one_thread(rng, processes):
 
 
 def test_a_threaded_adamw_step_equals_the_one_thread_step(rng, monkeypatch):
-    module = importlib.import_module("tinytorch.accel.accelerate")  # not the function
+    module = importlib.import_module("tinytorch.accel.adamw")
     monkeypatch.setattr(module.FastAdam, "THREADED_VALUES", 1)
     threads = set()
     update = module._update_group

@@ -8,7 +8,7 @@ Why processes: numpy lets go of Python's lock (the GIL) inside each call and tak
 so two threads that make many small numpy calls wait for each other at every call. A forked
 process has a lock of its own. The weights move once, at the first split, into memory the
 workers share with this process (`mmap` of no file, made before the fork), so the optimizer's
-in-place update reaches every worker with no copy. Each step sends a worker its rows (a pipe),
+in-place update reaches every worker with no copy. Each step sends a worker its rows (a socket),
 the worker runs its forward and keeps its graph, sends its output back, and, given the output's
 gradient, runs its backward and writes its weights' gradients into a second shared buffer that
 this process adds to its own.
@@ -25,27 +25,27 @@ from __future__ import annotations
 
 import contextlib
 import mmap
-import os
-import pickle
-import signal
 import sys
-import time
-import warnings
 import weakref
-from multiprocessing.connection import Connection
 
 import numpy as np
 
+from tinytorch.accel.workers import (
+    Worker,
+    WorkerError,
+    can_fork,
+    close_all,
+    memory_of,
+    peak_private_kib,
+    private_kib,
+    reached_leaves,
+    recv_array,
+    send_array,
+)
 from tinytorch.core.layers import Module
 from tinytorch.core.tensor import Function, Tensor
 
 ALIGN = 64  # bytes: each weight's view starts on a cache line
-_PARENT_ENDS: set[int] = set()  # this process's ends of its workers' connections (file numbers)
-
-
-def can_fork() -> bool:
-    """Whether this system forks the way the workers need (Linux: copy-on-write, no exec)."""
-    return sys.platform.startswith("linux") and hasattr(os, "fork")
 
 
 def _layout(params: list[Tensor]) -> tuple[list[int], int]:
@@ -66,14 +66,6 @@ def _views(buffer: mmap.mmap, params: list[Tensor], offsets: list[int]) -> list[
 _SCALARS = (bool, int, float, complex, str, bytes)
 
 
-def _memory_of(array: np.ndarray):
-    """The object whose memory `array` views (a split's mmap), or None for an array of its own."""
-    base = array
-    while isinstance(base, np.ndarray):
-        base = base.base
-    return base.obj if isinstance(base, memoryview) else base
-
-
 def _signature(modules: list[Module]) -> tuple:
     """What a worker forked now would take from the modules besides the weights: each module
     (its class, its mode) and its settings, numbers by value, other objects by identity. Arrays,
@@ -87,163 +79,6 @@ def _signature(modules: list[Module]) -> tuple:
                 continue
             out.append((key, value) if isinstance(value, _SCALARS) else (key, id(value)))
     return tuple(out)
-
-
-def _send_array(conn: Connection, a: np.ndarray) -> None:
-    a = np.ascontiguousarray(a)
-    conn.send((a.shape, a.dtype.str))
-    conn.send_bytes(memoryview(a).cast("B"))
-
-
-def _recv_array(conn: Connection) -> np.ndarray:
-    shape, dtype = conn.recv()
-    out = np.empty(shape, dtype=dtype)
-    if out.nbytes:
-        conn.recv_bytes_into(memoryview(out).cast("B"))
-    else:
-        conn.recv_bytes()
-    return out
-
-
-class WorkerError(RuntimeError):
-    """A worker process stopped or failed; the message says what it reported."""
-
-
-class _Worker:
-    """One forked process: runs `forward(rows)` and `backward(grad)` of one slice at a time."""
-
-    def __init__(self, model: Module, params: list[Tensor], grads: list[np.ndarray], forward):
-        import socket
-
-        parent_sock, child_sock = socket.socketpair()
-        self.conn = Connection(parent_sock.detach())
-        child = Connection(child_sock.detach())
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()  # the worker must not write this process's pending output again
-            except (AttributeError, OSError, ValueError):
-                pass
-        with warnings.catch_warnings():  # Python 3.12 warns of fork with threads running:
-            warnings.simplefilter("ignore", DeprecationWarning)  # the worker starts none
-            self.pid = os.fork()
-        if self.pid == 0:  # the worker: serve until this process's end closes the connection
-            code = 0
-            try:
-                self.conn.close()
-                for fd in _PARENT_ENDS:  # other workers' ends: they must see EOF when we go
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
-                _serve(child, model, params, grads, forward)
-            except BaseException:  # noqa: BLE001 - the worker must never return to the caller
-                code = 1
-            finally:
-                os._exit(code)
-        child.close()
-        _PARENT_ENDS.add(self.conn.fileno())
-
-    def alive(self) -> bool:
-        if self.pid is None:
-            return False
-        try:
-            done, _ = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:
-            done = self.pid
-        if done:
-            self.pid = None  # reaped: close() must not wait for it
-        return not done
-
-    def close(self) -> None:
-        """Stop the worker now, whatever it is doing (it holds nothing that outlives it)."""
-        if self.conn.closed:
-            return
-        _PARENT_ENDS.discard(self.conn.fileno())
-        self.conn.close()
-        if self.pid is not None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except (ChildProcessError, ProcessLookupError):
-                pass
-            self.pid = None
-
-
-def _serve(conn: Connection, model, params, grads, forward) -> None:
-    from tinytorch.accel.parallel import _INSIDE, _blas_controller
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the caller, who stops us
-
-    _blas_controller().limit(limits=1, user_api="blas")
-    _INSIDE.active = True  # a worker's slice splits no further
-    outs: dict[int, Tensor] = {}  # step number -> the output whose graph waits for a backward
-    while True:
-        try:
-            command, step, dropped = conn.recv()
-        except EOFError:
-            return
-        for old in dropped:  # outputs whose node the caller let go without a backward
-            outs.pop(old, None)
-        try:
-            if command == "forward":
-                rows = _recv_array(conn)
-                out = forward(model, Tensor(rows))
-                if out.requires_grad:
-                    outs[step] = out
-                conn.send("ok")
-                _send_array(conn, out.data)
-            elif command == "backward":
-                grad = _recv_array(conn)
-                out = outs.pop(step, None)
-                reached = _leaves(out) if out is not None else set()
-                np.frombuffer(_memory_of(grads[0]), np.uint8).fill(0)  # the whole buffer at once
-                for p, shared in zip(params, grads):  # the engine adds into shared memory
-                    p.grad = shared
-                try:
-                    if out is not None:
-                        out.backward(grad)
-                finally:
-                    for p in params:
-                        p.grad = None
-                found = [id(p) in reached for p in params]
-                conn.send(("ok", found, time.process_time()))
-            elif command == "memory":
-                conn.send(("ok", peak_private_kib()))
-        except Exception as err:  # noqa: BLE001 - reported to the caller, who raises it
-            try:
-                pickle.dumps(err)
-            except Exception:  # noqa: BLE001
-                err = WorkerError(f"{type(err).__name__}: {err}")
-            conn.send(("error", err))
-
-
-def private_kib(pid: int | str = "self") -> int:
-    """Memory only this process holds (private pages: its own arrays, copied-on-write pages)."""
-    total = 0
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith(("Private_Clean:", "Private_Dirty:")):
-                    total += int(line.split()[1])
-    except OSError:
-        return 0
-    return total
-
-
-def peak_private_kib() -> int:
-    """This process's private memory at its peak, in KiB: its private pages now plus what its
-    resident size has shrunk since its peak (pages freed since then were its own: a worker's
-    shared pages, the weights and what it was forked with, stay mapped)."""
-    status = {}
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key in ("VmHWM", "VmRSS"):
-                    status[key] = int(value.split()[0])
-    except OSError:
-        return 0
-    return private_kib() + max(0, status.get("VmHWM", 0) - status.get("VmRSS", 0))
 
 
 class ProcessSplit:
@@ -271,14 +106,14 @@ class ProcessSplit:
         for p, view in zip(params, self.shared):
             view[...] = p.data
             p.data = view
-        self.workers: list[_Worker] = []
+        self.workers: list[Worker] = []
         self.grads: list[list[np.ndarray]] = []
         for _ in range(workers - 1):
             grads = _views(mmap.mmap(-1, size), params, offsets)
             self.grads.append(grads)
-            self.workers.append(_Worker(model, params, grads, forward))
+            self.workers.append(Worker(model, params, grads, forward))
         self.cpu = [0.0] * len(self.workers)
-        self._finalizer = weakref.finalize(self, _close_all, list(self.workers))
+        self._finalizer = weakref.finalize(self, close_all, list(self.workers))
 
     def __reduce__(self):  # a copied or pickled model forks workers of its own when it trains
         return _nothing, ()
@@ -304,7 +139,7 @@ class ProcessSplit:
         return True
 
     @contextlib.contextmanager
-    def _talking(self, worker: _Worker):
+    def _talking(self, worker: Worker):
         """Any failure while talking to a worker (it stopped, it reported an error, or this
         process was interrupted half way, Ctrl-C) stops every worker: a conversation cut short
         cannot be resumed, and the next split forks new ones."""
@@ -321,19 +156,19 @@ class ProcessSplit:
             self.close()
             raise
 
-    def _reply(self, worker: _Worker, array: bool = False):
+    def _reply(self, worker: Worker, array: bool = False):
         with self._talking(worker):
             reply = worker.conn.recv()
             if isinstance(reply, tuple) and reply[0] == "error":
                 raise reply[1]
-            return _recv_array(worker.conn) if array else reply
+            return recv_array(worker.conn) if array else reply
 
     def _send(self, command: str, step: int, arrays: list[np.ndarray]) -> None:
         dropped, self.dropped = self.dropped, []
         for worker, a in zip(self.workers, arrays):
             with self._talking(worker):
                 worker.conn.send((command, step, dropped))
-                _send_array(worker.conn, a)
+                send_array(worker.conn, a)
 
     def send_forward(self, slices: list[np.ndarray]) -> int:
         """Start the workers on their slices (one each); returns the step's number."""
@@ -433,7 +268,7 @@ class SplitOverProcesses(Function):
         if all(p.grad is None for p in params):  # the usual step: one array for them all,
             fresh = self.split.new_grads()  # which the engine adds this slice's gradients into
         if fresh is not None:
-            reached = _leaves(self.own)
+            reached = reached_leaves(self.own)
             for p, g in zip(params, fresh):
                 p.grad = g
         try:
@@ -459,15 +294,6 @@ class SplitOverProcesses(Function):
         return (None,) * (1 + len(params))
 
 
-def _leaves(out: Tensor) -> set[int]:
-    """ids of the tensors with no graph above them that a backward from `out` reaches."""
-    from tinytorch.core.autograd import topological_order
-
-    if not out.requires_grad:
-        return set()
-    return {id(t) for t in topological_order(out) if t._ctx is None}
-
-
 def _unshared(views: list[np.ndarray]) -> bool:
     """Whether only the list `views` holds these views and their base (CPython's counts: the
     base is held by each view and getrefcount's argument; a view by the list, the loop's
@@ -490,7 +316,7 @@ def flat_arrays(params: list[Tensor]) -> tuple[np.ndarray, np.ndarray, list[int]
     array; else None. An optimizer can then update them all with a few large numpy calls."""
     if not params:
         return None
-    base = _memory_of(params[0].data)
+    base = memory_of(params[0].data)
     split = _BY_WEIGHTS.get(id(base)) if base is not None else None
     if split is None or split.grad_views is None or len(params) != len(split.params):
         return None
@@ -515,11 +341,5 @@ def _dropped(split_ref, step: int, state: dict) -> None:
         split.drop(step)
 
 
-def _close_all(workers: list[_Worker]) -> None:
-    for worker in workers:
-        worker.close()
-
-
 __all__ = ["ProcessSplit", "SplitOverProcesses", "WorkerError", "can_fork", "flat_arrays",
-    "peak_private_kib",
-    "private_kib"]  # fmt: skip
+    "peak_private_kib", "private_kib"]  # fmt: skip

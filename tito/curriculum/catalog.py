@@ -155,8 +155,10 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/profile/tour.py": (6, 7, 13, 14),  # module 14's notebook tour of a trained GPT
     "tinytorch/accel/blocking.py": (),  # module 18's blocks: cache-sized pieces of arrays
     "tinytorch/accel/parallel.py": (3,),  # DataParallel: a batch split over threads
+    "tinytorch/accel/workers.py": (3,),  # forked processes that run a model's slices on command
     "tinytorch/accel/processes.py": (3,),  # the batch split over forked workers (Linux)
     "tinytorch/accel/accelerate.py": (2, 4, 6, 11, 12, 13, 18),  # module 18's kernels in a model
+    "tinytorch/accel/adamw.py": (3, 18),  # accelerate(optimizer): module 18's update, flat too
     "tinytorch/accel/llama.py": (18, 21),  # accelerate's fast paths for module 21's Llama parts
     "tinytorch/bench/quartiles.py": (),  # median and quartiles of timings (modules 14, 19)
     "tinytorch/bench/processes.py": (19,),  # a process per candidate, module 19's harness
