@@ -44,7 +44,8 @@ from tinytorch.accel.parallel import (
 )
 from tinytorch.core.activations import GELU, Activation
 from tinytorch.core.attention import MultiHeadAttention
-from tinytorch.core.layers import LinearFunction, Module
+from tinytorch.core.hooks import listeners
+from tinytorch.core.layers import Linear, LinearFunction, Module
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import Adam, AdamW, Optimizer
 from tinytorch.core.tensor import Function, Tensor, is_grad_enabled
@@ -130,10 +131,28 @@ class FastAttention:
 
 
 def _one_block(x: Tensor) -> bool:
-    """No graph is recorded and `x` fits in one of module 18's blocks: a kernel's block function
-    can run on it directly, without the Function node and the blocking around it (generation:
-    one row a token, where that machinery cost more than the arithmetic)."""
-    return not is_grad_enabled() and x.size <= blocking.BLOCK
+    """No graph is recorded, no profiler listens (module 14 sees every node) and `x` fits in
+    one of module 18's blocks: a kernel's block function can run on it directly, without the
+    Function node and the blocking around it (generation: one row a token, where that machinery
+    cost more than the arithmetic)."""
+    return not is_grad_enabled() and x.size <= blocking.BLOCK and not listeners()
+
+
+class FastLinear:
+    """Module 03's Linear inside an accelerated attention layer or MLP: one block without a
+    graph (module 17's generation, one row a token) runs the lesson's `LinearFunction.forward`
+    itself, without the node around it; anything else is the lesson's `forward`."""
+
+    def forward(self, x):
+        x = _tensor(x)
+        if x.ndim == 0 or x.shape[-1] != self.in_features or not _one_block(x):
+            return super().forward(x)  # the lesson's node, or its error message
+        fn = LinearFunction()
+        if self.bias is None:
+            fn.needs_grad = (False, False)
+            return Tensor(fn.forward(x.data, self.weight.data))
+        fn.needs_grad = (False, False, False)
+        return Tensor(fn.forward(x.data, self.weight.data, self.bias.data))
 
 
 class FastLayerNorm:
@@ -245,6 +264,14 @@ def _swap(obj, fast: type) -> None:
     obj.__class__ = made
 
 
+def _swap_linears(layer: Module, names: tuple[str, ...]) -> None:
+    """The lesson's Linear layers `names` of `layer` take FastLinear's path without a graph."""
+    for name in names:
+        linear = getattr(layer, name, None)
+        if getattr(type(linear), "lesson_class", type(linear)) is Linear:
+            _swap(linear, FastLinear)
+
+
 def _layers(model: Module):
     """Every module of `model` and the activations they hold (directly or in a list)."""
     for module in model.modules():
@@ -303,12 +330,14 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
     for layer in _layers(obj):
         if "attention" in parts and isinstance(layer, MultiHeadAttention):
             _swap(layer, FastAttention)
+            _swap_linears(layer, ("q_proj", "k_proj", "v_proj", "out_proj"))  # generation's
         elif "layernorm" in parts and isinstance(layer, LayerNorm):
             _swap(layer, FastLayerNorm)
         elif "gelu" in parts and isinstance(layer, GELU):
             _swap(layer, FastGELU)
         elif "gelu" in parts and getattr(type(layer), "lesson_class", type(layer)) is MLP:
             _swap(layer, FastMLP)  # GELU's output recomputed when large (see recompute)
+            _swap_linears(layer, ("linear1", "linear2"))
         elif (
             "embedding" in parts and getattr(type(layer), "lesson_class", type(layer)) is Embedding
         ):
@@ -346,7 +375,8 @@ def accelerated(obj) -> set[str]:
             FastAdamL2: "adamw"}  # fmt: skip
     fast.update({f: part for part, (_, f) in _later_parts()[0].items()})
     found = [obj] if isinstance(obj, Optimizer) else list(_layers(obj))
-    return {fast[type(x).accelerated_by] for x in found if hasattr(type(x), "accelerated_by")}
+    found = [x for x in found if getattr(type(x), "accelerated_by", FastLinear) is not FastLinear]
+    return {fast[type(x).accelerated_by] for x in found}  # FastLinear: its layer's part
 
 
 def parts_for(completed) -> tuple[str, ...]:
