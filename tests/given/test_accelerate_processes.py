@@ -9,36 +9,38 @@ import signal
 
 import numpy as np
 import pytest
+from split_helpers import gpt, loss_and_grads
 
 from tinytorch.accel.accelerate import accelerate, plain
-from tinytorch.accel.processes import SplitOverProcesses, WorkerError, can_fork
+from tinytorch.accel.processes import WorkerError, can_fork
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import SGD, AdamW
 from tinytorch.core.tensor import Tensor
-from tinytorch.models.transformer import GPT
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="the process split is Linux's")
-
-
-def gpt(seed=0):
-    np.random.seed(seed)
-    return GPT(vocab_size=17, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=10)
-
-
-def grads_of(model, x, y):
-    for p in model.parameters():
-        p.grad = None
-    logits = model(Tensor(x))
-    node = type(logits._ctx)
-    loss = cross_entropy(logits, y)
-    loss.backward()
-    return logits.data, node, loss.item(), [p.grad.copy() for p in model.parameters()]
 
 
 def close(got, want):
     scale = max(np.abs(g).max() for g in want)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * scale)
+
+
+@pytest.fixture
+def forked(rng):
+    """A split GPT after one step (its worker forked), that step's batch, and the worker's pid."""
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), workers=2, processes=True)
+    loss_and_grads(split, x, y)
+    (pid,) = worker_pids(split)
+    assert pid != os.getpid() and alive(pid)  # another process, running
+    return split, x, y, pid
+
+
+def like_the_whole_batch(split, x, y, seed=0):
+    """The split model's gradients are those of the same model unsplit."""
+    whole = accelerate(gpt(seed), workers=1)
+    close(loss_and_grads(split, x, y)[3], loss_and_grads(whole, x, y)[3])
 
 
 def worker_pids(model) -> list[int]:
@@ -51,21 +53,6 @@ def alive(pid: int) -> bool:
     except ChildProcessError:
         return False
     return done == 0
-
-
-@pytest.mark.parametrize("rows", [2, 5])
-def test_the_split_gives_the_whole_batchs_logits_loss_and_gradients(rng, rows):
-    x, y = rng.integers(0, 17, (rows, 8)), rng.integers(0, 17, (rows, 8))
-    whole = accelerate(gpt(), workers=1)
-    split = accelerate(gpt(), workers=2, processes=True)
-    logits_w, node_w, loss_w, grads_w = grads_of(whole, x, y)
-    logits_s, node_s, loss_s, grads_s = grads_of(split, x, y)
-    assert node_s is SplitOverProcesses and node_w is not SplitOverProcesses
-    (pid,) = worker_pids(split)
-    assert pid != os.getpid() and alive(pid)
-    np.testing.assert_allclose(logits_s, logits_w, rtol=1e-5, atol=1e-6)
-    assert loss_s == pytest.approx(loss_w, rel=1e-5)
-    close(grads_s, grads_w)
 
 
 def test_training_with_the_worker_follows_the_optimizers_updates(rng):
@@ -86,12 +73,12 @@ def test_training_with_the_worker_follows_the_optimizers_updates(rng):
 def test_weights_replaced_by_assignment_reach_the_worker(rng):
     x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
     split = accelerate(gpt(), workers=2, processes=True)
-    grads_of(split, x, y)  # forks the worker with the first weights
+    loss_and_grads(split, x, y)  # forks the worker with the first weights
     other = gpt(seed=1)
     for p, q in zip(split.parameters(), other.parameters()):
         p.data = q.data.copy()  # what load_state_dict does
     whole = accelerate(gpt(seed=1), workers=1)
-    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
+    close(loss_and_grads(split, x, y)[3], loss_and_grads(whole, x, y)[3])
 
 
 def test_two_forwards_then_one_backward_through_both(rng):
@@ -110,34 +97,28 @@ def test_a_forward_dropped_without_backward_leaves_the_next_step_right(rng):
     split = accelerate(gpt(), workers=2, processes=True)
     for _ in range(3):
         cross_entropy(split(Tensor(y)), x)  # evaluated with a graph, never differentiated
-    whole = accelerate(gpt(), workers=1)
-    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
+    like_the_whole_batch(split, x, y)
     assert split._process_split.dropped == []  # the worker was told to free those graphs
 
 
 def test_an_error_in_the_workers_rows_is_raised_here_and_the_next_step_works(rng):
     x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
     split = accelerate(gpt(), workers=2, processes=True)
-    grads_of(split, x, y)
+    loss_and_grads(split, x, y)
     bad = x.copy()
     bad[3, 0] = 99  # a token the vocabulary has not: only the worker's slice holds it
     with pytest.raises(Exception) as raised:
         split(Tensor(bad))
     with pytest.raises(type(raised.value)):
         accelerate(gpt(), workers=1)(Tensor(bad))  # the same error the whole batch gives
-    whole = accelerate(gpt(), workers=1)
-    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
+    like_the_whole_batch(split, x, y)
 
 
-def test_a_killed_worker_is_replaced_before_the_next_step(rng):
-    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
-    split = accelerate(gpt(), workers=2, processes=True)
-    grads_of(split, x, y)
-    (pid,) = worker_pids(split)
+def test_a_killed_worker_is_replaced_before_the_next_step(forked):
+    split, x, y, pid = forked
     os.kill(pid, signal.SIGKILL)
     os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead, left for the split to reap
-    whole = accelerate(gpt(), workers=1)
-    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
+    like_the_whole_batch(split, x, y)
     (new,) = worker_pids(split)
     assert new != pid and alive(new)
 
@@ -154,13 +135,10 @@ def test_a_worker_killed_inside_a_step_is_one_clear_error(rng):
         cross_entropy(logits, x).backward()
 
 
-def test_an_interrupted_step_stops_the_workers_and_the_next_step_is_right(rng, monkeypatch):
+def test_an_interrupted_step_stops_the_workers_and_the_next_step_is_right(forked, monkeypatch):
     from tinytorch.accel import processes
 
-    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
-    split = accelerate(gpt(), workers=2, processes=True)
-    grads_of(split, x, y)
-    (pid,) = worker_pids(split)
+    split, x, y, pid = forked
     receive = processes.recv_array
 
     def interrupted(conn):
@@ -171,19 +149,15 @@ def test_an_interrupted_step_stops_the_workers_and_the_next_step_is_right(rng, m
     with pytest.raises(KeyboardInterrupt):
         split(Tensor(x))
     assert not alive(pid)
-    whole = accelerate(gpt(), workers=1)
-    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
+    like_the_whole_batch(split, x, y)
 
 
-def test_plain_and_garbage_collection_stop_the_worker(rng):
-    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
-    split = accelerate(gpt(), workers=2, processes=True)
-    grads_of(split, x, y)
-    (pid,) = worker_pids(split)
+def test_plain_and_garbage_collection_stop_the_worker(forked):
+    split, x, y, pid = forked
     plain(split)
     assert not alive(pid) and "_process_split" not in vars(split)
     again = accelerate(gpt(), workers=2, processes=True)
-    grads_of(again, x, y)
+    loss_and_grads(again, x, y)
     (pid,) = worker_pids(again)
     del again
     import gc
@@ -195,22 +169,19 @@ def test_plain_and_garbage_collection_stop_the_worker(rng):
 def test_a_copied_model_trains_with_a_worker_of_its_own(rng):
     x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
     split = accelerate(gpt(), workers=2, processes=True)
-    want = grads_of(split, x, y)[3]
+    want = loss_and_grads(split, x, y)[3]
     (pid,) = worker_pids(split)
     clone = copy.deepcopy(split)
     assert vars(clone).get("_process_split") is None
-    close(grads_of(clone, x, y)[3], want)
+    close(loss_and_grads(clone, x, y)[3], want)
     assert worker_pids(clone) != [pid] and alive(pid)
     assert pickle.loads(pickle.dumps(split._process_split)) is None
 
 
-def test_a_changed_mode_forks_a_worker_that_has_it(rng):
-    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
-    split = accelerate(gpt(), workers=2, processes=True)
-    grads_of(split, x, y)
-    (pid,) = worker_pids(split)
+def test_a_changed_mode_forks_a_worker_that_has_it(forked):
+    split, x, y, pid = forked
     split.blocks[0].training = False
-    grads_of(split, x, y)
+    loss_and_grads(split, x, y)
     assert worker_pids(split) != [pid] and not alive(pid)
 
 
@@ -273,17 +244,17 @@ def test_loaded_moments_keep_the_per_parameter_step(rng):
 def test_the_gradient_array_is_used_again_only_when_no_one_holds_it(rng):
     x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
     split = accelerate(gpt(), workers=2, processes=True)
-    first = grads_of(split, x, y)[3]
+    first = loss_and_grads(split, x, y)[3]
     base = id(split.parameters()[0].grad.base)
     for p in split.parameters():
         p.grad = None
-    grads_of(split, x, y)
+    loss_and_grads(split, x, y)
     assert id(split.parameters()[0].grad.base) == base  # dropped by everyone: zeroed, used again
     kept = split.parameters()[3].grad  # a user keeps one gradient past zero_grad
     want = kept.copy()
     for p in split.parameters():
         p.grad = None
-    again = grads_of(split, x, y)[3]
+    again = loss_and_grads(split, x, y)[3]
     assert split.parameters()[3].grad is not kept  # a new array: the kept one is left alone
     np.testing.assert_array_equal(kept, want)
     close(again, first)
@@ -304,14 +275,14 @@ def test_a_parameter_no_gradient_reaches_keeps_none(rng):
 def test_a_changed_setting_or_layer_reaches_the_worker(rng):
     x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
     split = accelerate(gpt(), workers=2, processes=True)
-    grads_of(split, x, y)
+    loss_and_grads(split, x, y)
     whole = accelerate(gpt(), workers=1)
     for model in (split, whole):
         model.blocks[1].norm_first = False  # a number-changing setting, by value
         model.blocks[0].mlp = copy.deepcopy(model.blocks[1].mlp)  # a layer swapped
-    close(grads_of(split, x, y)[3], grads_of(whole, x, y)[3])
+    close(loss_and_grads(split, x, y)[3], loss_and_grads(whole, x, y)[3])
     steps = [worker_pids(split)]
     for _ in range(3):  # a setting the forward itself clears (last_attention) forks no more
-        grads_of(split, x, y)
+        loss_and_grads(split, x, y)
         steps.append(worker_pids(split))
     assert steps[1] == steps[2] == steps[3]

@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 import threadpoolctl
+from split_helpers import gpt, loss_and_grads
 
 from tinytorch.accel import parallel
 from tinytorch.accel.accelerate import accelerate, plain
@@ -21,30 +22,17 @@ from tinytorch.core.tensor import Tensor
 from tinytorch.models.transformer import GPT
 
 
-def gpt(seed=0):
-    np.random.seed(seed)
-    return GPT(vocab_size=17, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=10)
-
-
-def loss_and_grads(model, x, y):
-    for p in model.parameters():
-        p.grad = None
-    logits = model(Tensor(x))
-    node = type(logits._ctx)  # the engine lets go of it in the backward
-    loss = cross_entropy(logits, y)
-    loss.backward()
-    return logits, node, loss.item(), [p.grad.copy() for p in model.parameters()]
-
-
+@pytest.mark.parametrize("processes", [False, True])
 @pytest.mark.parametrize("rows", [2, 5])
-def test_a_split_forward_gives_the_whole_batchs_loss_and_gradients(rng, rows):
+def test_a_split_forward_gives_the_whole_batchs_loss_and_gradients(rng, rows, processes):
     x, y = rng.integers(0, 17, (rows, 8)), rng.integers(0, 17, (rows, 8))
     whole = accelerate(gpt(), workers=1)
-    split = accelerate(gpt(), workers=2, processes=False)
+    split = accelerate(gpt(), workers=2, processes=processes)
     logits_w, node_w, loss_w, grads_w = loss_and_grads(whole, x, y)
     logits_s, node_s, loss_s, grads_s = loss_and_grads(split, x, y)
     assert type(whole) is GPT and type(split) is GPT  # the class stays the user's
-    assert node_s is SplitBatch and node_w is not SplitBatch
+    assert node_s is (SplitOverProcesses if processes else SplitBatch)
+    assert node_w not in (SplitBatch, SplitOverProcesses)
     np.testing.assert_allclose(logits_s.data, logits_w.data, rtol=1e-5, atol=1e-6)
     assert loss_s == pytest.approx(loss_w, rel=1e-5)
     scale = max(np.abs(g).max() for g in grads_w)
