@@ -158,8 +158,10 @@ def samples(model, vocab: tokens.Tokens, prompt: str, new_tokens: int, seed: int
 
 def step_bytes(model, optimizer, x: np.ndarray, y: np.ndarray) -> dict[str, int]:
     """Bytes of one training step's arrays: weights, gradients, AdamW moments, graph activations."""
-    # by hand, not module 07's train_step: the graph is measured between the forward and backward
-    loss = cross_entropy(model(Tensor(x)), y)
+    # by hand, not module 07's train_step: the graph is measured between the forward and backward;
+    # through the class's forward, the batch whole: a split batch's slices keep their graphs
+    # inside one node (tinytorch/accel/parallel.py), where the walk below would not see them
+    loss = cross_entropy(type(model).forward(model, Tensor(x)), y)
     graph = sum(t.data.nbytes for t in topological_order(loss) if t._ctx is not None)
     loss.backward()
     params = model.parameters()

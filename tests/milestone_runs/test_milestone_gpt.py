@@ -274,3 +274,21 @@ def test_the_report_fits_80_columns_without_cutting_a_number(finished):
     assert "…" not in console.file.getvalue()
     for row in finished[1]["parameter_scaling"]:
         assert f"{row['exact_formula']:,}" in console.file.getvalue()
+
+
+@pytest.mark.parametrize("processes", [False, True])
+def test_the_measured_activations_include_a_split_batchs_slices(processes):
+    """accelerate(gpt) splits a training batch into slices whose graphs sit inside one node; the
+    scaling report's measured activations are still the whole batch's graph."""
+    from tinytorch.accel.accelerate import accelerate
+    from tinytorch.core.optimizers import AdamW
+
+    x = np.random.default_rng(0).integers(0, 17, (4, 8))
+    found = []
+    for workers in (1, 2):
+        np.random.seed(0)
+        model = GPT(vocab_size=17, embed_dim=16, num_layers=2, num_heads=4, max_seq_len=8)
+        model = accelerate(model, workers=workers, processes=processes)
+        found.append(gpt_milestone.step_bytes(model, AdamW(model.parameters()), x, x))
+    assert found[0]["activations"] == found[1]["activations"]
+    assert found[1]["activations"] > 10 * x.size * 16 * 4  # many (4, 8, 16) float32 arrays
