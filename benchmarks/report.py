@@ -171,17 +171,19 @@ NOTES = (
     "cells: median over processes, (min-max) in brackets, @ thread setting; each process "
     "reports the median of its own timed calls; each library at its fastest setting: 1t or 2t "
     "(BLAS / torch intra-op threads) or, for training, 2w (the batch split over two threads of "
-    "one BLAS / torch thread each: tinytorch's DataParallel, as `tito milestone run gpt` trains "
-    "on 2 cores, and the same split for PyTorch).",
+    "one BLAS / torch thread each: tinytorch's DataParallel on threads, and the same split for "
+    "PyTorch).",
     "ratio = tinytorch / torch of the medians (time, memory, tokens/s); cpu_ratio = the same "
     "from the CPU time of those processes (time.process_time), shown when both ran one thread: "
     "it leaves out the time a process waited for a core, so it moves less with the machine's load.",
     "own loop = a user's loop as the README writes it (model(x), loss.backward(), opt.step()) "
     "at the libraries' default threads, one process each: no thread setting, no DataParallel; "
-    "tinytorch's accelerated GPT splits the batch over the cores itself, PyTorch runs its "
-    "default intra-op threads.",
+    "tinytorch's accelerated GPT splits the batch over the cores itself (a forked worker "
+    "process on Linux, whose CPU time is counted with its caller's), PyTorch runs its default "
+    "intra-op threads.",
     "peak memory = VmHWM (peak RSS) of the measuring process minus its VmHWM right after the "
-    "imports: weights, gradients, optimizer state, activations and temporaries.",
+    "imports, plus a forked worker's private memory at its peak: weights, gradients, optimizer "
+    "state, activations and temporaries.",
 )
 
 
