@@ -48,11 +48,6 @@ def _timed(fn, warmup: int, reps: int, clock=time.process_time) -> tuple[list, l
     return wall, cpu
 
 
-def _split_of(model):
-    """accelerate's process split of `model` (its forked workers), once it has made one."""
-    return vars(model).get("_process_split")
-
-
 def _build(library: str, cfg):
     if library in ("tinytorch", PLAIN):
         return tiny_model(cfg, accelerated=library == "tinytorch")
@@ -75,27 +70,31 @@ def _train(library: str, row: Row, cfg, workers: int = 1) -> dict:
         trainer = TorchTrainer(model, workers=workers)
     else:
         trainer = TinyTrainer(model, workers=workers, accelerated=library == "tinytorch")
-    data = batches(cfg.vocab_size, row.batch, row.seq_len, max(row.warmup, 1) + row.steps)
+    data = batches(cfg.vocab_size, row.batch, row.seq_len, row.warmup + row.steps)
     cursor = iter(data)
+    split_of = _no_split if library == "torch" else _split_of
 
-    def library_step():
-        return trainer.step(*next(cursor))
+    def clock():  # accelerate's forked worker, once the first split made it, counts too
+        split = split_of(model)
+        return time.process_time() + (split.cpu_seconds() if split is not None else 0.0)
 
-    if library == "torch":
-        wall, cpu = _timed(library_step, row.warmup, row.steps)
-    else:  # the first step forks accelerate's worker, if it splits over processes
-        library_step()
-
-        def clock():
-            split = _split_of(model)
-            return time.process_time() + (split.cpu_seconds() if split is not None else 0.0)
-
-        wall, cpu = _timed(library_step, max(row.warmup - 1, 0), row.steps, clock)
+    wall, cpu = _timed(lambda: trainer.step(*next(cursor)), row.warmup, row.steps, clock)
     out = {"step_ms": float(np.median(wall)) * 1e3, "step_cpu_ms": float(np.median(cpu)) * 1e3}
-    split = _split_of(model) if library != "torch" else None
+    split = split_of(model)
     if split is not None:  # the worker's own memory counts too
         out["worker_mib"] = split.memory_kib() / 1024
     return out
+
+
+def _no_split(model) -> None:
+    return None
+
+
+def _split_of(model):
+    """accelerate's process split of a tinytorch model (imported in a tinytorch child only)."""
+    from tinytorch.accel.processes import split_of
+
+    return split_of(model)
 
 
 def _generator(library: str, model, prompt: np.ndarray, cache: bool = True):

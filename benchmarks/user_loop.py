@@ -123,6 +123,7 @@ def child(who: str, folder: Path, vocab_size: int, iters: int) -> dict:
         import threadpoolctl
 
         from tinytorch.accel.accelerate import accelerate
+        from tinytorch.accel.processes import split_of
         from tinytorch.core.autograd import no_grad
         from tinytorch.core.losses import cross_entropy
         from tinytorch.core.optimizers import AdamW
@@ -154,7 +155,7 @@ def child(who: str, folder: Path, vocab_size: int, iters: int) -> dict:
     if threads is None:
         found = threadpoolctl.threadpool_info()
         threads = ", ".join(f"{i['internal_api']} {i['num_threads']} threads" for i in found)
-        split = vars(model).get("_process_split")
+        split = split_of(model)
         if split is not None:  # accelerate's forked worker: its CPU time and memory count too
             cpu_seconds += split.cpu_seconds()
             worker_mib = split.memory_kib() / 1024

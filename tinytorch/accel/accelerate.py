@@ -375,8 +375,8 @@ def accelerated(obj) -> set[str]:
             FastAdamL2: "adamw"}  # fmt: skip
     fast.update({f: part for part, (_, f) in _later_parts()[0].items()})
     found = [obj] if isinstance(obj, Optimizer) else list(_layers(obj))
-    found = [x for x in found if getattr(type(x), "accelerated_by", FastLinear) is not FastLinear]
-    return {fast[type(x).accelerated_by] for x in found}  # FastLinear: its layer's part
+    by = [getattr(type(x), "accelerated_by", None) for x in found]
+    return {fast[f] for f in by if f not in (None, FastLinear)}  # FastLinear: its layer's part
 
 
 def parts_for(completed) -> tuple[str, ...]:

@@ -154,7 +154,7 @@ class DataParallel:
         from tinytorch.accel.processes import can_fork
 
         self.model, self.workers = model, int(workers)
-        self.processes = can_fork() if processes is None else bool(processes) and can_fork()
+        self.processes = processes is not False and can_fork()
         self._pool = _shared_pool(workers - 1) if workers > 1 else None
 
     def _copies(self, params: list[Tensor], count: int) -> list[tuple]:
@@ -303,10 +303,7 @@ def _split_forward(model: Module, x, *args, **kwargs):
     if args or kwargs:
         return type(model).forward(model, x, *args, **kwargs)
     runner = DataParallel(model, model.split_workers)
-    if vars(model).get("split_processes"):
-        out = split_forward(model, runner, x, processes=True)
-    else:
-        out = split_forward(model, runner, x)
+    out = split_forward(model, runner, x, processes=model.split_processes)
     return type(model).forward(model, x) if out is None else out
 
 
@@ -330,7 +327,7 @@ def split_batch(model: Module, workers: int, processes: bool | None = None) -> N
     if workers < 2:
         return
     model.split_workers = int(workers)
-    model.split_processes = can_fork() if processes is None else bool(processes)
+    model.split_processes = processes is not False and can_fork()
     model.forward = MethodType(_split_forward, model)
 
 
@@ -370,9 +367,9 @@ def split_forward(model: Module, runner: "DataParallel", x, processes: bool = Fa
     if not any(p.requires_grad for p in params):
         return None
     if processes and len(rows) >= runner.workers:
-        from tinytorch.accel.processes import ProcessSplit, SplitOverProcesses
+        from tinytorch.accel.processes import ProcessSplit, SplitOverProcesses, split_of
 
-        split = vars(model).get("_process_split")
+        split = split_of(model)
         if split is None or not split.ready(params, modules):
             if split is not None:
                 split.close()

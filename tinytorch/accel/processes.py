@@ -36,8 +36,6 @@ from tinytorch.accel.workers import (
     can_fork,
     close_all,
     memory_of,
-    peak_private_kib,
-    private_kib,
     reached_leaves,
     recv_array,
     send_array,
@@ -101,6 +99,9 @@ class ProcessSplit:
         dtypes = {p.data.dtype for p in params}
         self.flat_dtype = dtypes.pop() if len(dtypes) == 1 else None
         self.offsets, self.size = offsets, size
+        if self.flat_dtype is not None:  # the weights as one array, and where each starts in it
+            self.flat_weights = np.frombuffer(self.weights, dtype=self.flat_dtype)
+            self.starts = [o // self.flat_dtype.itemsize for o in offsets]
         self.grad_views: list[np.ndarray] | None = None  # the last backward's, in one array
         _BY_WEIGHTS[id(self.weights)] = self
         for p, view in zip(params, self.shared):
@@ -323,12 +324,12 @@ def flat_arrays(params: list[Tensor]) -> tuple[np.ndarray, np.ndarray, list[int]
     for p, q, view, grad in zip(params, split.params, split.shared, split.grad_views):
         if p is not q or p.data is not view or p.grad is not grad:
             return None
-    itemsize = split.flat_dtype.itemsize
-    weights = np.frombuffer(split.weights, dtype=split.flat_dtype)
-    grads = split.grad_views[0].base
-    while grads.base is not None:
-        grads = grads.base
-    return weights, grads, [o // itemsize for o in split.offsets]
+    return split.flat_weights, split.grad_views[0].base, split.starts
+
+
+def split_of(model: Module) -> ProcessSplit | None:
+    """The process split `model` trains with, once its first split forked the workers."""
+    return vars(model).get("_process_split")
 
 
 def _nothing() -> None:
@@ -342,4 +343,4 @@ def _dropped(split_ref, step: int, state: dict) -> None:
 
 
 __all__ = ["ProcessSplit", "SplitOverProcesses", "WorkerError", "can_fork", "flat_arrays",
-    "peak_private_kib", "private_kib"]  # fmt: skip
+    "split_of"]  # fmt: skip

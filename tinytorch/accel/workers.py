@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 import warnings
+from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 
 import numpy as np
@@ -63,11 +64,7 @@ class Worker:
     """One forked process: runs `forward(rows)` and `backward(grad)` of one slice at a time."""
 
     def __init__(self, model: Module, params: list[Tensor], grads: list[np.ndarray], forward):
-        import socket
-
-        parent_sock, child_sock = socket.socketpair()
-        self.conn = Connection(parent_sock.detach())
-        child = Connection(child_sock.detach())
+        self.conn, child = Pipe()  # a socket pair, each end a Connection
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()  # the worker must not write this process's pending output again
