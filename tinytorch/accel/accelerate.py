@@ -11,7 +11,9 @@ each part replaces, and `parts_for` keeps a student's completed lessons on their
 they completed module 18 too. `recompute=True`: attention and GELU recompute their largest array
 in the backward instead of keeping it; an attention layer then keeps no `last_attention` while
 autograd records (under `no_grad`, for plots, it still does). The default, `recompute=None`, does
-so when that array is large (`AUTO_VALUES`). A GPT also splits each training batch over the
+so when that array is large (`AUTO_VALUES`). Module 13's block (part "layernorm", with its
+LayerNorms) writes a training residual sum into its branch's array (`FastBlock`), so the graph
+keeps the sum but not the attention's or MLP's output beside it. A GPT also splits each training batch over the
 cores (`tinytorch.accel.parallel.split_batch`: forked workers on Linux, threads elsewhere;
 `workers=1` keeps it whole). With module 21 in
 the package, a Llama's parts ("rmsnorm", "rotary", "swiglu", "gqa") and its batch split come
