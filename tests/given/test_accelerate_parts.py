@@ -68,3 +68,26 @@ def test_embeddings_are_accelerated_and_learned_positions_keep_their_own_forward
     accelerate(model, ["embedding"])
     assert accelerated(model) == {"embedding"}
     assert type(model.token_embedding).accelerated_by.__name__ == "FastEmbedding"
+
+
+def test_an_accelerated_model_and_optimizer_pickle_and_train_on_alike(rng):
+    import pickle
+
+    from tinytorch.core.losses import cross_entropy
+
+    model = accelerate(small_gpt(), workers=1)
+    opt = accelerate(AdamW(model.parameters(), lr=1e-2))
+    runs = [(model, opt)]
+    x, y = rng.integers(0, 17, (3, 8)), rng.integers(0, 17, (3, 8))
+    cross_entropy(model(Tensor(x)), y).backward()
+    opt.step()  # moments to carry over
+    runs.append(pickle.loads(pickle.dumps((model, opt))))
+    loaded_model, loaded_opt = runs[1]
+    assert accelerated(loaded_model) == accelerated(model) and type(loaded_opt) is type(opt)
+    assert loaded_opt.params[0] is loaded_model.parameters()[0]  # one object, as pickled
+    for m, o in runs:
+        o.zero_grad()
+        cross_entropy(m(Tensor(x)), y).backward()
+        o.step()
+    for a, b in zip(model.parameters(), loaded_model.parameters()):
+        np.testing.assert_array_equal(a.data, b.data)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from split_helpers import gpt, loss_and_grads
 
-from tinytorch.accel.accelerate import accelerate, plain
+from tinytorch.accel.accelerate import accelerate, accelerated, plain
 from tinytorch.accel.processes import WorkerError, can_fork
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import SGD, AdamW
@@ -166,12 +166,15 @@ def test_plain_and_garbage_collection_stop_the_worker(forked):
     assert not alive(pid)
 
 
-def test_a_copied_model_trains_with_a_worker_of_its_own(rng):
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copied_model_trains_with_a_worker_of_its_own(rng, how):
     x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
     split = accelerate(gpt(), workers=2, processes=True)
     want = loss_and_grads(split, x, y)[3]
     (pid,) = worker_pids(split)
-    clone = copy.deepcopy(split)
+    clone = copy.deepcopy(split) if how == "deepcopy" else pickle.loads(pickle.dumps(split))
+    assert accelerated(clone) == accelerated(split)  # the fast layers stay fast
+    assert type(clone.blocks[0].attention) is type(split.blocks[0].attention)
     assert vars(clone).get("_process_split") is None
     close(loss_and_grads(clone, x, y)[3], want)
     assert worker_pids(clone) != [pid] and alive(pid)

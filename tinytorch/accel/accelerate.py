@@ -304,10 +304,25 @@ def _swap(obj, fast: type) -> None:
     cls = getattr(type(obj), "lesson_class", type(obj))  # already accelerated: its own class
     made = _MADE.get((fast, cls))
     if made is None:
-        made = type(cls.__name__, (fast, cls), {"accelerated_by": fast, "lesson_class": cls})
+        names = {"accelerated_by": fast, "lesson_class": cls, "__reduce_ex__": _reduce_swapped}
+        made = type(cls.__name__, (fast, cls), names)
         made.__module__, made.__qualname__ = cls.__module__, cls.__qualname__
         _MADE[(fast, cls)] = made
     obj.__class__ = made
+
+
+def _reduce_swapped(obj, protocol):
+    """Pickle (and copy) an accelerated object as its own class, its state and the fast path:
+    the made subclass has no importable name of its own."""
+    cls = type(obj)
+    return _swapped, (cls.lesson_class, cls.accelerated_by), obj.__dict__
+
+
+def _swapped(cls: type, fast: type):
+    """An empty object of `cls` swapped to `fast` (pickle then restores its state)."""
+    obj = cls.__new__(cls)
+    _swap(obj, fast)
+    return obj
 
 
 def _lesson_class(obj) -> type:

@@ -21,7 +21,6 @@ import contextlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from types import MethodType
 
 import numpy as np
 
@@ -307,6 +306,17 @@ def _split_forward(model: Module, x, *args, **kwargs):
     return type(model).forward(model, x) if out is None else out
 
 
+class SplitForward:
+    """The `forward` that `split_batch` gives one model: `_split_forward` bound to it, as an
+    object that pickles (a bound method of a function the class lacks would not load)."""
+
+    def __init__(self, model: Module):
+        self.model = model
+
+    def __call__(self, x, *args, **kwargs):
+        return _split_forward(self.model, x, *args, **kwargs)
+
+
 def _class_forward(model: Module, x: Tensor) -> Tensor:
     return type(model).forward(model, x)
 
@@ -328,7 +338,7 @@ def split_batch(model: Module, workers: int, processes: bool | None = None) -> N
         return
     model.split_workers = int(workers)
     model.split_processes = processes is not False and can_fork()
-    model.forward = MethodType(_split_forward, model)
+    model.forward = SplitForward(model)
 
 
 def unsplit(model: Module) -> None:
@@ -343,7 +353,7 @@ def unsplit(model: Module) -> None:
 
 
 def _is_split(model) -> bool:
-    return getattr(vars(model).get("forward"), "__func__", None) is _split_forward
+    return isinstance(vars(model).get("forward"), SplitForward)
 
 
 def split_forward(model: Module, runner: "DataParallel", x, processes: bool = False):
