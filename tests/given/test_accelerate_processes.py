@@ -12,7 +12,7 @@ import pytest
 from split_helpers import gpt, loss_and_grads
 
 from tinytorch.accel.accelerate import accelerate, accelerated, plain
-from tinytorch.accel.processes import WorkerError, can_fork
+from tinytorch.accel.processes import WorkerError, can_fork, split_of
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import SGD, AdamW
 from tinytorch.core.tensor import Tensor
@@ -188,9 +188,11 @@ def test_a_changed_mode_forks_a_worker_that_has_it(forked):
     assert worker_pids(split) != [pid] and not alive(pid)
 
 
-def adamw_run(rng, flat: bool, steps=3, load_from=None):
+def adamw_run(rng, flat: bool, steps=3, load_from=None, refork_at=None):
     """Weights and optimizer state after `steps` AdamW steps of a split model, with the flat
-    update allowed or not; `load_from`: an optimizer state loaded before the first step."""
+    update allowed or not, and the flat steps the worker took a share of since its fork;
+    `load_from`: an optimizer state loaded before the first step; `refork_at`: a step before
+    which a changed mode forks a new worker (the numbers stay: the GPT has no dropout)."""
     import importlib
 
     module = importlib.import_module("tinytorch.accel.adamw")
@@ -208,25 +210,38 @@ def adamw_run(rng, flat: bool, steps=3, load_from=None):
     opt._flat_step = spy
     assert isinstance(opt, module.FastAdamW)
     for i, (x, y) in enumerate(data):
+        if i == refork_at:
+            model.blocks[0].training = False
         opt.lr = 1e-2 / (i + 1)  # a schedule: every block takes this step's rate
         opt.zero_grad()
         cross_entropy(model(Tensor(x)), y).backward()
         opt.step()
-    return [p.data.copy() for p in model.parameters()], opt.state_dict(), used
+    split = split_of(model)
+    if used and used[-1]:  # the flat step's moments: in the memory the worker sees
+        assert split.moments_owner() is opt
+        assert all(a is b for a, b in zip(opt._flat_moments, split.flat["moments"]))
+    weights = [p.data.copy() for p in model.parameters()]
+    return weights, opt.state_dict(), used + [split.helped]
 
 
-@pytest.mark.parametrize("threaded", [False, True])
-def test_the_flat_adamw_step_gives_the_per_parameter_numbers(rng, monkeypatch, threaded):
+@pytest.mark.parametrize("how", ["worker", "threads", "one thread", "new worker"])
+def test_the_flat_adamw_step_gives_the_per_parameter_numbers(rng, monkeypatch, how):
     from tinytorch.accel import blocking
     from tinytorch.accel.accelerate import FastAdam
+    from tinytorch.accel.processes import ProcessSplit
 
-    monkeypatch.setattr(blocking, "BLOCK", 256)  # many blocks, shared out over two threads
-    if threaded:
+    monkeypatch.setattr(blocking, "BLOCK", 256)  # many blocks, shared out over the processes
+    if how in ("threads", "one thread"):  # this process alone, as where the worker cannot help
+        monkeypatch.setattr(ProcessSplit, "adamw_share", lambda *args: False)
+    if how == "threads":
         monkeypatch.setattr(FastAdam, "THREADED_VALUES", 1)
-    seed = rng.integers(1 << 30)
-    weights, state, used = adamw_run(np.random.default_rng(seed), flat=True)
-    want_weights, want_state, _ = adamw_run(np.random.default_rng(seed), flat=False)
-    assert used == [True, True, True]
+    seed, refork = rng.integers(1 << 30), 1 if how == "new worker" else None
+    weights, state, used = adamw_run(np.random.default_rng(seed), flat=True, refork_at=refork)
+    want_weights, want_state, _ = adamw_run(
+        np.random.default_rng(seed), flat=False, refork_at=refork
+    )
+    helped = {"worker": 3, "new worker": 2}.get(how, 0)  # the new worker: the steps after it
+    assert used == [True, True, True, helped]
     for a, b in zip(weights, want_weights):
         np.testing.assert_array_equal(a, b)
     assert state.keys() == want_state.keys()
@@ -239,7 +254,7 @@ def test_loaded_moments_keep_the_per_parameter_step(rng):
     _, state, _ = adamw_run(np.random.default_rng(seed), flat=False, steps=1)
     weights, _, used = adamw_run(np.random.default_rng(seed), flat=True, load_from=state)
     want, _, _ = adamw_run(np.random.default_rng(seed), flat=False, load_from=state)
-    assert used == [False, False, False]  # moments of their own arrays: not the flat ones
+    assert used == [False, False, False, 0]  # moments of their own arrays: not the flat ones
     for a, b in zip(weights, want):
         np.testing.assert_array_equal(a, b)
 
@@ -249,6 +264,7 @@ def test_the_gradient_array_is_used_again_only_when_no_one_holds_it(rng):
     split = accelerate(gpt(), workers=2, processes=True)
     first = loss_and_grads(split, x, y)[3]
     base = id(split.parameters()[0].grad.base)
+    assert in_shared_memory(split)
     for p in split.parameters():
         p.grad = None
     loss_and_grads(split, x, y)
@@ -261,6 +277,19 @@ def test_the_gradient_array_is_used_again_only_when_no_one_holds_it(rng):
     assert split.parameters()[3].grad is not kept  # a new array: the kept one is left alone
     np.testing.assert_array_equal(kept, want)
     close(again, first)
+    assert not in_shared_memory(split)  # summed here alone: the workers cannot see it
+    del kept
+    for p in split.parameters():
+        p.grad = None
+    close(loss_and_grads(split, x, y)[3], first)
+    assert in_shared_memory(split)  # no one holds it: the shared array, the workers' sum
+
+
+def in_shared_memory(model) -> bool:
+    """Whether the gradients are in the array the workers add theirs into, a share each."""
+    from tinytorch.accel.workers import memory_of
+
+    return memory_of(model.parameters()[0].grad) is split_of(model).own
 
 
 def test_a_parameter_no_gradient_reaches_keeps_none(rng):

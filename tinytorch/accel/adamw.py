@@ -4,7 +4,8 @@ Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: it runs the
 writes (`tinytorch.accel.optim.FusedAdam`) over every parameter: one parameter at a time, over
 threads by size for large models, or, when `accelerate`'s process split holds the weights and the
 gradients as one array each (`tinytorch.accel.processes.flat_arrays`), over those arrays block by
-block.
+block: a contiguous share of the blocks in each of the split's processes when its workers can see
+the moments too (the split's shared memory), else on this process's threads.
 """
 
 import copy
@@ -71,7 +72,7 @@ class FastAdam(FusedAdam):
         are then views of two flat arrays too, so `state_dict` sees them as before. False (and
         nothing done) otherwise: some parameter without a gradient, Adam's L2 decay (it would
         write into the gradients), moments from elsewhere (a `load_state_dict`)."""
-        from tinytorch.accel.processes import flat_arrays
+        from tinytorch.accel.processes import flat_arrays, flat_split
 
         if len(jobs) != len(self.params) or (self.weight_decay and not self.decoupled_decay):
             return False
@@ -79,15 +80,25 @@ class FastAdam(FusedAdam):
         if flat is None:
             return False
         weights, grads, offsets = flat
+        split = flat_split(self.params)
         moments = vars(self).get("_flat_moments")
         if moments is None or moments[0].shape != weights.shape:
             if any(state for state in self.state):  # moments of their own: keep them
                 return False
-            moments = self._flat_moments = (np.zeros_like(weights), np.zeros_like(weights))
-            for (p, state), start in zip(jobs, offsets):
+            moments = split.claim_moments(self)  # in memory the workers see, when free
+            if moments is None:
+                moments = (np.zeros_like(weights), np.zeros_like(weights))
+            self._flat_moments = tuple(moments)
+            for _, state in jobs:
                 state["step"] = 0
-                for key, whole in zip(("exp_avg", "exp_avg_sq"), moments):
-                    state[key] = whole[start : start + p.data.size].reshape(p.shape)
+            _moment_views(jobs, offsets, moments)
+        elif split.moments_owner() is None and all(state for _, state in jobs):
+            shared = split.claim_moments(self)  # an earlier split's: into this one's, once
+            if shared is not None:
+                for whole, into in zip(moments, shared):
+                    into[...] = whole
+                moments = self._flat_moments = tuple(shared)
+                _moment_views(jobs, offsets, moments)
         steps = {state.get("step") for _, state in jobs}
         for _, state in jobs:
             m, v = state.get("exp_avg"), state.get("exp_avg_sq")
@@ -97,13 +108,34 @@ class FastAdam(FusedAdam):
             return False
         (step,) = steps
         parts = blocking.blocks(weights.size)
-        work = [(weights, grads, moments, step, parts)]
-        if self.workers > 1 and weights.size >= self.THREADED_VALUES:  # contiguous shares
-            cut = [round(i * len(parts) / self.workers) for i in range(self.workers + 1)]
-            work = [(weights, grads, moments, step, parts[a:b]) for a, b in zip(cut, cut[1:])]
-        self._each_helper(_flat_blocks, work)
+        if not self._split_step(split, weights, grads, moments, step, parts):
+            work = [(weights, grads, moments, step, parts)]
+            if self.workers > 1 and weights.size >= self.THREADED_VALUES:  # contiguous shares
+                cut = [round(i * len(parts) / self.workers) for i in range(self.workers + 1)]
+                work = [(weights, grads, moments, step, parts[a:b]) for a, b in zip(cut, cut[1:])]
+            self._each_helper(_flat_blocks, work)
         for _, state in jobs:
             state["step"] = step + 1
+        return True
+
+    def _split_step(self, split, weights, grads, moments, step: int, parts) -> bool:
+        """The flat step shared with the split's worker processes, one contiguous share of the
+        blocks each (they would wait for this process otherwise); False when they cannot run
+        it: moments or gradients they do not see, or an update that is not module 18's."""
+        if type(self)._fused_update is not FusedAdam._fused_update:
+            return False
+        if type(self)._buffer is not FusedAdam._buffer:
+            return False
+        count = 1 + len(split.workers)
+        cut = [round(i * len(parts) / count) for i in range(count + 1)]
+        shares = [parts[a:b] for a, b in zip(cut, cut[1:])]
+        hyper = {name: getattr(self, name) for name in HYPER}
+        if not split.adamw_share(self, step, shares[1:], hyper):
+            return False
+        try:
+            _flat_blocks(self, weights, grads, moments, step, shares[0])
+        finally:
+            split.adamw_done()
         return True
 
     def _update(self, jobs) -> None:
@@ -114,6 +146,28 @@ class FastAdam(FusedAdam):
             elif self.weight_decay:
                 g = g + self.weight_decay * p.data  # Adam's L2 form: into the gradient
             self._fused_update(p, state, g)
+
+
+HYPER = ("lr", "beta1", "beta2", "eps", "weight_decay")  # what a worker's share of a step needs
+
+
+class _StepHelper(FusedAdam):
+    """A worker's stand-in for the optimizer: its numbers (`HYPER`) and a scratch buffer."""
+
+
+def flat_share(helper, hyper: dict, weights, grads, moments, step: int, parts) -> _StepHelper:
+    """A worker's share of `_flat_step` (the blocks `parts`); returns the helper to keep."""
+    helper = _StepHelper() if helper is None else helper
+    vars(helper).update(hyper)
+    _flat_blocks(helper, weights, grads, moments, step, parts)
+    return helper
+
+
+def _moment_views(jobs, offsets, moments) -> None:
+    """Each parameter's moments: views of the two flat arrays, where its weights start."""
+    for (p, state), start in zip(jobs, offsets):
+        for key, whole in zip(("exp_avg", "exp_avg_sq"), moments):
+            state[key] = whole[start : start + p.data.size].reshape(p.shape)
 
 
 def _update_group(optimizer, jobs) -> None:

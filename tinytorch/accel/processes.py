@@ -10,8 +10,10 @@ process has a lock of its own. The weights move once, at the first split, into m
 workers share with this process (`mmap` of no file, made before the fork), so the optimizer's
 in-place update reaches every worker with no copy. Each step sends a worker its rows (a socket),
 the worker runs its forward and keeps its graph, sends its output back, and, given the output's
-gradient, runs its backward and writes its weights' gradients into a second shared buffer that
-this process adds to its own.
+gradient, runs its backward and writes its weights' gradients into a second shared buffer. This
+process's own gradients are a shared buffer too, so the sum of the two, and an accelerated
+AdamW's step over the flat arrays (`tinytorch.accel.adamw`, its moments shared as well), are
+each cut into one share per process: the workers would otherwise wait through them.
 
 A worker runs the model as it was when it was forked. `ProcessSplit.ready` tells, before every
 split, whether that still holds: the same parameters, the same modules (a layer swapped for
@@ -30,6 +32,7 @@ import weakref
 
 import numpy as np
 
+from tinytorch.accel.blocking import blocks
 from tinytorch.accel.workers import (
     Worker,
     WorkerError,
@@ -108,11 +111,19 @@ class ProcessSplit:
             view[...] = p.data
             p.data = view
         self.workers: list[Worker] = []
-        self.grads: list[list[np.ndarray]] = []
-        for _ in range(workers - 1):
-            grads = _views(mmap.mmap(-1, size), params, offsets)
-            self.grads.append(grads)
-            self.workers.append(Worker(model, params, grads, forward))
+        maps = [mmap.mmap(-1, size) for _ in range(workers - 1)]  # each worker's gradients
+        self.grads = [_views(m, params, offsets) for m in maps]
+        # made before the forks, so every process maps them: this process's gradients (the
+        # workers add theirs into it, a share each) and an optimizer's two moments (the workers
+        # update a share of the weights). Memory no one touches costs nothing.
+        self.own, self.moment_maps = mmap.mmap(-1, size), (mmap.mmap(-1, size), mmap.mmap(-1, size))
+        self._own_flat, self.moments_owner, self.helped = _nothing, _nothing, 0
+        self.flat = None
+        if self.flat_dtype is not None:
+            self.flat = {"weights": self.flat_weights, "theirs": [self._flat(m) for m in maps],
+                         "own": self.own, "moments": [self._flat(m) for m in self.moment_maps]}  # fmt: skip
+        for grads in self.grads:
+            self.workers.append(Worker(model, params, grads, forward, self.flat))
         self.cpu = [0.0] * len(self.workers)
         self._finalizer = weakref.finalize(self, close_all, list(self.workers))
 
@@ -164,12 +175,21 @@ class ProcessSplit:
                 raise reply[1]
             return recv_array(worker.conn) if array else reply
 
-    def _send(self, command: str, step: int, arrays: list[np.ndarray]) -> None:
+    def _send(self, command: str, step: int, arrays: list, array: bool = True) -> None:
+        """`command` to each worker with its own array (or, array=False, its own object)."""
         dropped, self.dropped = self.dropped, []
         for worker, a in zip(self.workers, arrays):
             with self._talking(worker):
                 worker.conn.send((command, step, dropped))
-                send_array(worker.conn, a)
+                send_array(worker.conn, a) if array else worker.conn.send(a)
+
+    def _flat(self, memory: mmap.mmap) -> np.ndarray:
+        return np.frombuffer(memory, dtype=self.flat_dtype)
+
+    def _done(self) -> None:
+        """Every worker's answer to a command that returns its CPU time."""
+        for i, worker in enumerate(self.workers):
+            self.cpu[i] = self._reply(worker)[1]
 
     def send_forward(self, slices: list[np.ndarray]) -> int:
         """Start the workers on their slices (one each); returns the step's number."""
@@ -202,17 +222,66 @@ class ProcessSplit:
 
         The last step's array is zeroed and used again when nothing but this split still holds
         it or its views (every `.grad` was dropped, no one kept one): no new 4 bytes a weight,
-        and no heap that grows from step to step."""
+        and no heap that grows from step to step. It is the shared one the workers can add
+        into (`add_gradients`) unless someone still holds that: then one of this process's."""
         if self.flat_dtype is None:
             return None
         views = self.grad_views
         if views is not None and _unshared(views):
-            views[0].base.fill(0)
-            return views
-        self.grad_views = None
-        flat = np.zeros(self.size // self.flat_dtype.itemsize, dtype=self.flat_dtype)
+            if memory_of(views[0].base) is self.own or self._own_flat() is not None:
+                views[0].base.fill(0)
+                return views
+        self.grad_views = views = None
+        if self._own_flat() is None:  # the shared array, when no one holds it any more
+            flat = self._flat(self.own)
+            flat.fill(0)
+            self._own_flat = weakref.ref(flat)
+        else:
+            flat = np.zeros(self.size // self.flat_dtype.itemsize, dtype=self.flat_dtype)
         self.grad_views = _views(flat, self.params, self.offsets)
         return self.grad_views
+
+    def add_gradients(self, flat: np.ndarray) -> bool:
+        """Add every worker's gradients into `flat` (this backward's array), each process one
+        share of it, the workers' in parallel with this one's (they would wait otherwise);
+        False, and nothing done, when `flat` is not the array the workers can see."""
+        if memory_of(flat) is not self.own or not self.workers:
+            return False
+        shares = _ranges(flat.size, 1 + len(self.workers))
+        self._send("add", 0, shares[1:], array=False)
+        try:
+            a, b = shares[0]
+            for theirs in self.flat["theirs"]:
+                flat[a:b] += theirs[a:b]
+        finally:
+            self._done()
+        return True
+
+    def claim_moments(self, optimizer) -> list[np.ndarray] | None:
+        """Two zeroed flat arrays for `optimizer`'s moments that the workers can see, or None
+        when another optimizer still holds them (or the weights are of mixed dtypes)."""
+        if self.flat is None or self.moments_owner() not in (None, optimizer):
+            return None
+        self.moments_owner = weakref.ref(optimizer)
+        for whole in self.flat["moments"]:
+            whole.fill(0)  # touched here, so this process's memory counts them
+        return self.flat["moments"]
+
+    def adamw_share(self, optimizer, step: int, share: list[slice], hyper: dict) -> bool:
+        """Start the workers on their shares of an AdamW step over the flat arrays (weights,
+        this backward's gradients, the claimed moments), while this process does `share`;
+        then `adamw_done()`. False, and nothing sent, when they cannot see those arrays."""
+        grads = self.grad_views[0].base if self.grad_views else None
+        if grads is None or memory_of(grads) is not self.own or not self.workers:
+            return False
+        if self.moments_owner() is not optimizer:
+            return False
+        self.helped += 1
+        self._send("adamw", step, [(hyper, part) for part in share], array=False)
+        return True
+
+    def adamw_done(self) -> None:
+        self._done()
 
     def drop(self, step: int) -> None:
         """The node of `step` is gone without a backward: the workers may free its graph."""
@@ -282,12 +351,13 @@ class SplitOverProcesses(Function):
         finally:
             found = self.split.gradients()
         self.own = None
+        summed = fresh is not None and self.split.add_gradients(fresh[0].base)
         for i, (p, needed) in enumerate(zip(params, self.needs_grad[1:])):
             theirs = [f[i] for f in found if f[i] is not None] if needed else []
             if fresh is not None and not (theirs or (needed and id(p) in reached)):
                 p.grad = None  # no gradient reached it: it stays None, as unsplit
                 continue
-            for g in theirs:
+            for g in [] if summed else theirs:
                 if p.grad is None:
                     p.grad = g.copy()  # shared memory: the next step writes over it
                 else:
@@ -327,6 +397,22 @@ def flat_arrays(params: list[Tensor]) -> tuple[np.ndarray, np.ndarray, list[int]
     return split.flat_weights, split.grad_views[0].base, split.starts
 
 
+def flat_split(params: list[Tensor]) -> ProcessSplit | None:
+    """The process split whose flat arrays `flat_arrays(params)` returns, if it returns any."""
+    if flat_arrays(params) is None:
+        return None
+    return _BY_WEIGHTS.get(id(memory_of(params[0].data)))
+
+
+def _ranges(size: int, count: int) -> list[tuple[int, int]]:
+    """`count` contiguous (start, stop) ranges covering `range(size)`, cut at block edges."""
+    parts = blocks(size)
+    cut = [round(i * len(parts) / count) for i in range(count + 1)]
+    ends = [(parts[a].start, min(parts[b - 1].stop, size)) if b > a else (0, 0)
+            for a, b in zip(cut, cut[1:])]  # fmt: skip
+    return ends
+
+
 def split_of(model: Module) -> ProcessSplit | None:
     """The process split `model` trains with, once its first split forked the workers."""
     return vars(model).get("_process_split")
@@ -343,4 +429,4 @@ def _dropped(split_ref, step: int, state: dict) -> None:
 
 
 __all__ = ["ProcessSplit", "SplitOverProcesses", "WorkerError", "can_fork", "flat_arrays",
-    "split_of"]  # fmt: skip
+    "flat_split", "split_of"]  # fmt: skip

@@ -2,7 +2,8 @@
 
 Given product code (tito/curriculum/catalog.py GIVEN), not a lesson. A `Worker` is forked from
 the caller's process with the model as it is then; it waits on a socket pair for commands
-(`forward` rows, `backward` the output's gradient, `memory`) and answers each one, an error
+(`forward` rows, `backward` the output's gradient, `add` its share of the caller's gradients,
+`adamw` its share of an optimizer step, `memory`) and answers each one, an error
 included, so the caller can raise it. Its gradients go into shared memory the caller made
 before the fork (`tinytorch.accel.processes.ProcessSplit`). It exits when the caller's end of the
 connection closes, and ignores Ctrl-C, which is the caller's: the caller stops it.
@@ -63,7 +64,8 @@ class WorkerError(RuntimeError):
 class Worker:
     """One forked process: runs `forward(rows)` and `backward(grad)` of one slice at a time."""
 
-    def __init__(self, model: Module, params: list[Tensor], grads: list[np.ndarray], forward):
+    def __init__(self, model: Module, params: list[Tensor], grads: list[np.ndarray], forward,
+                 flat: dict | None = None):  # fmt: skip
         self.conn, child = Pipe()  # a socket pair, each end a Connection
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -82,7 +84,7 @@ class Worker:
                         os.close(fd)
                     except OSError:
                         pass
-                _serve(child, model, params, grads, forward)
+                _serve(child, model, params, grads, forward, flat)
             except BaseException:  # noqa: BLE001 - the worker must never return to the caller
                 code = 1
             finally:
@@ -116,7 +118,7 @@ class Worker:
             self.pid = None
 
 
-def _serve(conn: Connection, model, params, grads, forward) -> None:
+def _serve(conn: Connection, model, params, grads, forward, flat: dict | None) -> None:
     from tinytorch.accel.parallel import _INSIDE, _blas_controller
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the caller, who stops us
@@ -124,6 +126,7 @@ def _serve(conn: Connection, model, params, grads, forward) -> None:
     _blas_controller().limit(limits=1, user_api="blas")
     _INSIDE.active = True  # a worker's slice splits no further
     outs: dict[int, Tensor] = {}  # step number -> the output whose graph waits for a backward
+    helper = None  # the optimizer's stand-in, its scratch buffer kept from step to step
     while True:
         try:
             command, step, dropped = conn.recv()
@@ -154,6 +157,21 @@ def _serve(conn: Connection, model, params, grads, forward) -> None:
                         p.grad = None
                 found = [id(p) in reached for p in params]
                 conn.send(("ok", found, time.process_time()))
+            elif command == "add":  # its share of the caller's flat gradients: += every worker's
+                a, b = conn.recv()
+                own = np.frombuffer(flat["own"], dtype=flat["weights"].dtype)
+                for theirs in flat["theirs"]:
+                    own[a:b] += theirs[a:b]
+                conn.send(("ok", time.process_time()))
+            elif command == "adamw":  # its share of the optimizer's blocks (tinytorch.accel.adamw)
+                from tinytorch.accel.adamw import flat_share
+
+                hyper, parts = conn.recv()
+                own = np.frombuffer(flat["own"], dtype=flat["weights"].dtype)
+                helper = flat_share(
+                    helper, hyper, flat["weights"], own, flat["moments"], step, parts
+                )
+                conn.send(("ok", time.process_time()))
             elif command == "memory":
                 conn.send(("ok", peak_private_kib()))
         except Exception as err:  # noqa: BLE001 - reported to the caller, who raises it
