@@ -112,6 +112,8 @@ class ProcessSplit:
             p.data = view
         self.workers: list[Worker] = []
         maps = [mmap.mmap(-1, size) for _ in range(workers - 1)]  # each worker's gradients
+        for memory in maps:  # in this process's resident memory from now on, so that what it
+            np.frombuffer(memory, np.uint8).fill(0)  # reports counts them (a worker's does not)
         self.grads = [_views(m, params, offsets) for m in maps]
         # made before the forks, so every process maps them: this process's gradients (the
         # workers add theirs into it, a share each) and an optimizer's two moments (the workers
