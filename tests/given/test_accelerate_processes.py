@@ -123,6 +123,24 @@ def test_a_killed_worker_is_replaced_before_the_next_step(forked):
     assert new != pid and alive(new)
 
 
+def test_a_worker_killed_before_the_optimizer_step_leaves_the_step_to_this_process(rng):
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    weights = []
+    for kill in (False, True):
+        split = accelerate(gpt(), workers=2, processes=True)
+        opt = accelerate(AdamW(split.parameters(), lr=1e-2), workers=2)
+        cross_entropy(split(Tensor(x)), y).backward()
+        (pid,) = worker_pids(split)
+        if kill:
+            os.kill(pid, signal.SIGKILL)
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        opt.step()
+        assert split_of(split).helped == (0 if kill else 1)
+        weights.append([p.data.copy() for p in split.parameters()])
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_worker_killed_inside_a_step_is_one_clear_error(rng):
     x = rng.integers(0, 17, (4, 8))
     split = accelerate(gpt(), workers=2, processes=True)

@@ -272,12 +272,14 @@ class ProcessSplit:
     def adamw_share(self, optimizer, step: int, share: list[slice], hyper: dict) -> bool:
         """Start the workers on their shares of an AdamW step over the flat arrays (weights,
         this backward's gradients, the claimed moments), while this process does `share`;
-        then `adamw_done()`. False, and nothing sent, when they cannot see those arrays."""
+        then `adamw_done()`. False, and nothing sent, when they cannot see those arrays or one
+        has stopped. A worker that stops during its share makes `adamw_done` raise WorkerError,
+        its share of the weights then perhaps part updated (the step is not repeated)."""
         grads = self.grad_views[0].base if self.grad_views else None
         if grads is None or memory_of(grads) is not self.own or not self.workers:
             return False
-        if self.moments_owner() is not optimizer:
-            return False
+        if self.moments_owner() is not optimizer or not all(w.alive() for w in self.workers):
+            return False  # a worker gone since the backward: this process does it all
         self.helped += 1
         self._send("adamw", step, [(hyper, part) for part in share], array=False)
         return True
