@@ -4,8 +4,9 @@ LIBRARY is tinytorch (the reference package as a fresh clone runs it: module 18'
 the model and the optimizer), tinytorch-plain (the plain lesson code of modules 01-13, what a
 student who completed only those runs) or torch.
 
-SETTING is 1t or 2t (BLAS / torch threads) or, for training, 2w (the batch split over two threads
-of one BLAS / torch thread each: tinytorch's DataParallel, and the same scheme for PyTorch).
+SETTING is 1t or 2t (BLAS / torch threads) or, for training, 2w (the batch split in two halves of
+one BLAS / torch thread each: tinytorch's DataParallel as the GPT milestone runs it, the second
+half on a forked worker on Linux, and the same split on two threads for PyTorch).
 Imports one library only (tinytorch, or torch plus tinytorch's preset table), sets its threads,
 records the peak RSS after the imports as the baseline, builds the model, runs the row's warm-up
 and timed calls, and prints one JSON line: the timings and the peak RSS above the baseline (with

@@ -131,8 +131,9 @@ def tiny_model(cfg, accelerated: bool = True):
 
 class TinyTrainer:
     """Forward, tinytorch's fused cross-entropy, backward and AdamW for a tinytorch GPT, through
-    module 18's DataParallel as the GPT milestone trains (one worker: the plain step); the
-    optimizer takes module 18's fused update when `accelerated` (a fresh clone's milestone)."""
+    module 18's DataParallel as the GPT milestone trains (its slices on forked workers where the
+    system forks, `processes=None`; one worker: the plain step); the optimizer takes module 18's
+    fused update when `accelerated` (a fresh clone's milestone)."""
 
     def __init__(self, model, lr: float = LR, workers: int = 1, accelerated: bool = True):
         from tinytorch.accel.accelerate import accelerate
@@ -143,7 +144,7 @@ class TinyTrainer:
 
         opt = AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
         self.model, self.opt = model, accelerate(opt) if accelerated else opt
-        self.parallel = DataParallel(model, workers) if workers else None
+        self.parallel = DataParallel(model, workers, processes=None) if workers else None
         backward = self.parallel.backward if self.parallel is not None else None
         # module 07's step: the forward and backward split over the workers, or, with no workers,
         # the user's own loop (OWN_LOOP), where `accelerate` splits the batch itself

@@ -170,9 +170,9 @@ def table(results: dict, width: int = WIDE) -> Table:
 NOTES = (
     "cells: median over processes, (min-max) in brackets, @ thread setting; each process "
     "reports the median of its own timed calls; each library at its fastest setting: 1t or 2t "
-    "(BLAS / torch intra-op threads) or, for training, 2w (the batch split over two threads of "
-    "one BLAS / torch thread each: tinytorch's DataParallel on threads, and the same split for "
-    "PyTorch).",
+    "(BLAS / torch intra-op threads) or, for training, 2w (the batch split in two halves of one "
+    "BLAS / torch thread each: tinytorch's DataParallel as the GPT milestone runs it, the second "
+    "half on a forked worker on Linux, and the same split on two threads for PyTorch).",
     "ratio = tinytorch / torch of the medians (time, memory, tokens/s); cpu_ratio = the same "
     "from the CPU time of those processes (time.process_time), shown when both ran one thread: "
     "it leaves out the time a process waited for a core, so it moves less with the machine's load.",

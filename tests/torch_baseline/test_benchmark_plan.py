@@ -53,6 +53,19 @@ def child(library, setting, row):
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
+def test_the_data_parallel_setting_splits_as_the_gpt_milestone_does():
+    from benchmarks.common import TinyTrainer, batches, tiny_model
+    from tinytorch.accel.processes import can_fork, split_of
+    from tinytorch.models.transformer import PRESETS
+
+    model = tiny_model(PRESETS["small"], accelerated=False)
+    trainer = TinyTrainer(model, workers=2, accelerated=False)
+    assert trainer.parallel.processes == can_fork()  # milestones/training.py: processes=None
+    x, y = batches(PRESETS["small"].vocab_size, 4, 8, 1)[0]
+    assert trainer.step(x, y) > 0
+    assert (split_of(model) is not None) == can_fork()  # the worker the child's memory counts
+
+
 @pytest.mark.parametrize("library", ["tinytorch", "tinytorch-plain", "torch"])
 def test_a_data_parallel_child_trains_and_reports(library):
     done = child(library, "2w", TRAIN)
