@@ -57,6 +57,7 @@ SHORT = (
     ("GPT-2 small peak memory MiB (inference)", "GPT-2 small\nMiB"),
     ("conv ms, ", "conv ms\n"),
     ("conv peak memory MiB, ", "conv MiB\n"),
+    (", own loop", ", own"),
     (", plain 01-13", "\nplain 01-13"),
     (" (vs cached)", ""),
     (" (d128 L4, B16 T64)", ""),
@@ -147,6 +148,7 @@ def table(results: dict, width: int = WIDE) -> Table:
             name,
             justify="left" if name in ("metric", "status", "goal") else "right",
             no_wrap=compact and name != "metric",
+            min_width=12 if compact and name == "metric" else None,  # "plain 01-13" on a line
         )
     for row in rows(results):
         if compact:
