@@ -295,16 +295,16 @@ def test_the_gradient_array_is_used_again_only_when_no_one_holds_it(rng):
     assert split.parameters()[3].grad is not kept  # a new array: the kept one is left alone
     np.testing.assert_array_equal(kept, want)
     close(again, first)
-    assert not in_shared_memory(split)  # summed here alone: the workers cannot see it
+    assert not in_shared_memory(split)  # one of this process's: the workers cannot see it
     del kept
     for p in split.parameters():
         p.grad = None
     close(loss_and_grads(split, x, y)[3], first)
-    assert in_shared_memory(split)  # no one holds it: the shared array, the workers' sum
+    assert in_shared_memory(split)  # no one holds it: the shared array again
 
 
 def in_shared_memory(model) -> bool:
-    """Whether the gradients are in the array the workers add theirs into, a share each."""
+    """Whether the gradients are in the shared array the workers read in the optimizer's step."""
     from tinytorch.accel.workers import memory_of
 
     return memory_of(model.parameters()[0].grad) is split_of(model).own

@@ -10,10 +10,10 @@ process has a lock of its own. The weights move once, at the first split, into m
 workers share with this process (`mmap` of no file, made before the fork), so the optimizer's
 in-place update reaches every worker with no copy. Each step sends a worker its rows (a socket),
 the worker runs its forward and keeps its graph, sends its output back, and, given the output's
-gradient, runs its backward and writes its weights' gradients into a second shared buffer. This
-process's own gradients are a shared buffer too, so the sum of the two, and an accelerated
-AdamW's step over the flat arrays (`tinytorch.accel.adamw`, its moments shared as well), are
-each cut into one share per process: the workers would otherwise wait through them.
+gradient, runs its backward and writes its weights' gradients into a second shared buffer that
+this process adds to its own. This process's gradients and an accelerated AdamW's moments are
+shared memory too, so that optimizer's step over the flat arrays (`tinytorch.accel.adamw`) is cut
+into one share per process: the workers would otherwise wait through it.
 
 A worker runs the model as it was when it was forked. `ProcessSplit.ready` tells, before every
 split, whether that still holds: the same parameters, the same modules (a layer swapped for
@@ -32,7 +32,6 @@ import weakref
 
 import numpy as np
 
-from tinytorch.accel.blocking import blocks
 from tinytorch.accel.workers import (
     Worker,
     WorkerError,
@@ -112,18 +111,16 @@ class ProcessSplit:
             p.data = view
         self.workers: list[Worker] = []
         maps = [mmap.mmap(-1, size) for _ in range(workers - 1)]  # each worker's gradients
-        for memory in maps:  # in this process's resident memory from now on, so that what it
-            np.frombuffer(memory, np.uint8).fill(0)  # reports counts them (a worker's does not)
         self.grads = [_views(m, params, offsets) for m in maps]
-        # made before the forks, so every process maps them: this process's gradients (the
-        # workers add theirs into it, a share each) and an optimizer's two moments (the workers
-        # update a share of the weights). Memory no one touches costs nothing.
+        # made before the forks, so every process maps them: this process's gradients and an
+        # optimizer's two moments (the workers update a share of the weights with them). Memory
+        # no one touches costs nothing.
         self.own, self.moment_maps = mmap.mmap(-1, size), (mmap.mmap(-1, size), mmap.mmap(-1, size))
         self._own_flat, self.moments_owner, self.helped = _nothing, _nothing, 0
         self.flat = None
         if self.flat_dtype is not None:
-            self.flat = {"weights": self.flat_weights, "theirs": [self._flat(m) for m in maps],
-                         "own": self.own, "moments": [self._flat(m) for m in self.moment_maps]}  # fmt: skip
+            self.flat = {"weights": self.flat_weights, "own": self.own,
+                         "moments": [self._flat(m) for m in self.moment_maps]}  # fmt: skip
         for grads in self.grads:
             self.workers.append(Worker(model, params, grads, forward, self.flat))
         self.cpu = [0.0] * len(self.workers)
@@ -224,8 +221,8 @@ class ProcessSplit:
 
         The last step's array is zeroed and used again when nothing but this split still holds
         it or its views (every `.grad` was dropped, no one kept one): no new 4 bytes a weight,
-        and no heap that grows from step to step. It is the shared one the workers can add
-        into (`add_gradients`) unless someone still holds that: then one of this process's."""
+        and no heap that grows from step to step. It is the shared one the workers can read
+        (`adamw_share`) unless someone still holds that: then one of this process's."""
         if self.flat_dtype is None:
             return None
         views = self.grad_views
@@ -242,22 +239,6 @@ class ProcessSplit:
             flat = np.zeros(self.size // self.flat_dtype.itemsize, dtype=self.flat_dtype)
         self.grad_views = _views(flat, self.params, self.offsets)
         return self.grad_views
-
-    def add_gradients(self, flat: np.ndarray) -> bool:
-        """Add every worker's gradients into `flat` (this backward's array), each process one
-        share of it, the workers' in parallel with this one's (they would wait otherwise);
-        False, and nothing done, when `flat` is not the array the workers can see."""
-        if memory_of(flat) is not self.own or not self.workers:
-            return False
-        shares = _ranges(flat.size, 1 + len(self.workers))
-        self._send("add", 0, shares[1:], array=False)
-        try:
-            a, b = shares[0]
-            for theirs in self.flat["theirs"]:
-                flat[a:b] += theirs[a:b]
-        finally:
-            self._done()
-        return True
 
     def claim_moments(self, optimizer) -> list[np.ndarray] | None:
         """Two zeroed flat arrays for `optimizer`'s moments that the workers can see, or None
@@ -355,13 +336,12 @@ class SplitOverProcesses(Function):
         finally:
             found = self.split.gradients()
         self.own = None
-        summed = fresh is not None and self.split.add_gradients(fresh[0].base)
         for i, (p, needed) in enumerate(zip(params, self.needs_grad[1:])):
             theirs = [f[i] for f in found if f[i] is not None] if needed else []
             if fresh is not None and not (theirs or (needed and id(p) in reached)):
                 p.grad = None  # no gradient reached it: it stays None, as unsplit
                 continue
-            for g in [] if summed else theirs:
+            for g in theirs:
                 if p.grad is None:
                     p.grad = g.copy()  # shared memory: the next step writes over it
                 else:
@@ -406,15 +386,6 @@ def flat_split(params: list[Tensor]) -> ProcessSplit | None:
     if flat_arrays(params) is None:
         return None
     return _BY_WEIGHTS.get(id(memory_of(params[0].data)))
-
-
-def _ranges(size: int, count: int) -> list[tuple[int, int]]:
-    """`count` contiguous (start, stop) ranges covering `range(size)`, cut at block edges."""
-    parts = blocks(size)
-    cut = [round(i * len(parts) / count) for i in range(count + 1)]
-    ends = [(parts[a].start, min(parts[b - 1].stop, size)) if b > a else (0, 0)
-            for a, b in zip(cut, cut[1:])]  # fmt: skip
-    return ends
 
 
 def split_of(model: Module) -> ProcessSplit | None:

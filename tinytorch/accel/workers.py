@@ -2,8 +2,8 @@
 
 Given product code (tito/curriculum/catalog.py GIVEN), not a lesson. A `Worker` is forked from
 the caller's process with the model as it is then; it waits on a socket pair for commands
-(`forward` rows, `backward` the output's gradient, `add` its share of the caller's gradients,
-`adamw` its share of an optimizer step, `memory`) and answers each one, an error
+(`forward` rows, `backward` the output's gradient, `adamw` its share of an optimizer step,
+`memory`) and answers each one, an error
 included, so the caller can raise it. Its gradients go into shared memory the caller made
 before the fork (`tinytorch.accel.processes.ProcessSplit`). It exits when the caller's end of the
 connection closes, and ignores Ctrl-C, which is the caller's: the caller stops it.
@@ -157,12 +157,6 @@ def _serve(conn: Connection, model, params, grads, forward, flat: dict | None) -
                         p.grad = None
                 found = [id(p) in reached for p in params]
                 conn.send(("ok", found, time.process_time()))
-            elif command == "add":  # its share of the caller's flat gradients: += every worker's
-                a, b = conn.recv()
-                own = np.frombuffer(flat["own"], dtype=flat["weights"].dtype)
-                for theirs in flat["theirs"]:
-                    own[a:b] += theirs[a:b]
-                conn.send(("ok", time.process_time()))
             elif command == "adamw":  # its share of the optimizer's blocks (tinytorch.accel.adamw)
                 from tinytorch.accel.adamw import flat_share
 
