@@ -147,8 +147,8 @@ def table(results: dict, width: int = WIDE) -> Table:
         t.add_column(
             name,
             justify="left" if name in ("metric", "status", "goal") else "right",
-            no_wrap=compact and name != "metric",
-            min_width=12 if compact and name == "metric" else None,  # "plain 01-13" on a line
+            no_wrap=compact and name not in ("metric", "goal"),  # "MUST MISSED" may wrap
+            min_width=11 if compact and name == "metric" else None,  # "plain 01-13" on a line
         )
     for row in rows(results):
         if compact:
