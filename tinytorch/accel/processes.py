@@ -185,11 +185,6 @@ class ProcessSplit:
     def _flat(self, memory: mmap.mmap) -> np.ndarray:
         return np.frombuffer(memory, dtype=self.flat_dtype)
 
-    def _done(self) -> None:
-        """Every worker's answer to a command that returns its CPU time."""
-        for i, worker in enumerate(self.workers):
-            self.cpu[i] = self._reply(worker)[1]
-
     def send_forward(self, slices: list[np.ndarray]) -> int:
         """Start the workers on their slices (one each); returns the step's number."""
         self.steps += 1
@@ -266,7 +261,9 @@ class ProcessSplit:
         return True
 
     def adamw_done(self) -> None:
-        self._done()
+        """Every worker's answer to `adamw_share` (with its CPU time so far)."""
+        for i, worker in enumerate(self.workers):
+            self.cpu[i] = self._reply(worker)[1]
 
     def drop(self, step: int) -> None:
         """The node of `step` is gone without a backward: the workers may free its graph."""
