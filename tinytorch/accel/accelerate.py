@@ -13,11 +13,11 @@ in the backward instead of keeping it; an attention layer then keeps no `last_at
 autograd records (under `no_grad`, for plots, it still does). The default, `recompute=None`, does
 so when that array is large (`AUTO_VALUES`). Module 13's block (part "layernorm", with its
 LayerNorms) writes a training residual sum into its branch's array (`FastBlock`), so the graph
-keeps the sum but not the attention's or MLP's output beside it. A GPT also splits each training batch over the
-cores (`tinytorch.accel.parallel.split_batch`: forked workers on Linux, threads elsewhere;
-`workers=1` keeps it whole). With module 21 in
-the package, a Llama's parts ("rmsnorm", "rotary", "swiglu", "gqa") and its batch split come
-from the given `tinytorch.accel.llama` (`_later_parts`); `PARTS` stays the GPT's.
+keeps the sum but not the attention's or MLP's output beside it. A GPT also splits each training
+batch over the cores (`tinytorch.accel.parallel.split_batch`: forked workers on Linux, threads
+elsewhere; `workers=1` keeps it whole). With module 21 in the package, a Llama's parts
+("rmsnorm", "rotary", "swiglu", "gqa") and its batch split come from the given
+`tinytorch.accel.llama` (`_later_parts`); `PARTS` stays the GPT's.
 """
 
 import copy
@@ -435,8 +435,8 @@ def plain(obj):
 
 def accelerated(obj) -> set[str]:
     """The parts of `obj` that take a fast path now."""
-    fast = {FastAttention: "attention", FastLayerNorm: "layernorm", FastBlock: "layernorm", FastGELU: "gelu",
-            FastMLP: "gelu", FastEmbedding: "embedding", FastAdamW: "adamw",
+    fast = {FastAttention: "attention", FastLayerNorm: "layernorm", FastBlock: "layernorm",
+            FastGELU: "gelu", FastMLP: "gelu", FastEmbedding: "embedding", FastAdamW: "adamw",
             FastAdamL2: "adamw"}  # fmt: skip
     fast.update({f: part for part, (_, f) in _later_parts()[0].items()})
     found = [obj] if isinstance(obj, Optimizer) else list(_layers(obj))

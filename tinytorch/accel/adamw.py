@@ -3,7 +3,7 @@
 Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: it runs the update module 18
 writes (`tinytorch.accel.optim.FusedAdam`) over every parameter: one parameter at a time, over
 threads by size for large models, or, when `accelerate`'s process split holds the weights and the
-gradients as one array each (`tinytorch.accel.processes.flat_arrays`), over those arrays block by
+gradients as one array each (`tinytorch.accel.processes.flat_split`), over those arrays block by
 block: a contiguous share of the blocks in each of the split's processes when its workers can see
 the moments too (the split's shared memory), else on this process's threads.
 """
@@ -67,20 +67,19 @@ class FastAdam(FusedAdam):
 
     def _flat_step(self, jobs) -> bool:
         """The step over one flat array, block by block, when accelerate's process split holds
-        every parameter's weights and gradients as one array each (`processes.flat_arrays`):
+        every parameter's weights and gradients as one array each (`processes.flat_split`):
         about 13 numpy calls a block instead of 13 a parameter, the same numbers. The moments
         are then views of two flat arrays too, so `state_dict` sees them as before. False (and
         nothing done) otherwise: some parameter without a gradient, Adam's L2 decay (it would
         write into the gradients), moments from elsewhere (a `load_state_dict`)."""
-        from tinytorch.accel.processes import flat_arrays, flat_split
+        from tinytorch.accel.processes import flat_split
 
         if len(jobs) != len(self.params) or (self.weight_decay and not self.decoupled_decay):
             return False
-        flat = flat_arrays(self.params)
-        if flat is None:
-            return False
-        weights, grads, offsets = flat
         split = flat_split(self.params)
+        if split is None:
+            return False
+        weights, grads, offsets = split.flat_weights, split.grad_views[0].base, split.starts
         moments = vars(self).get("_flat_moments")
         if moments is None or moments[0].shape != weights.shape:
             if any(state for state in self.state):  # moments of their own: keep them

@@ -212,7 +212,7 @@ class ProcessSplit:
 
     def new_grads(self) -> list[np.ndarray] | None:
         """Zeroed gradient arrays for every parameter, views of one array laid out as the shared
-        weights are (so `flat_arrays` can hand the optimizer both whole); None with mixed dtypes.
+        weights are (so `flat_split` can hand the optimizer both whole); None with mixed dtypes.
 
         The last step's array is zeroed and used again when nothing but this split still holds
         it or its views (every `.grad` was dropped, no one kept one): no new 4 bytes a weight,
@@ -220,12 +220,11 @@ class ProcessSplit:
         (`adamw_share`) unless someone still holds that: then one of this process's."""
         if self.flat_dtype is None:
             return None
-        views = self.grad_views
-        if views is not None and _unshared(views):
-            if memory_of(views[0].base) is self.own or self._own_flat() is not None:
-                views[0].base.fill(0)
-                return views
-        self.grad_views = views = None
+        views = self.grad_views  # the shared array's, or one of ours while someone holds that
+        if views is not None and _unshared(views) and self._own_flat() is not None:
+            views[0].base.fill(0)
+            return views
+        self.grad_views = None
         if self._own_flat() is None:  # the shared array, when no one holds it any more
             flat = self._flat(self.own)
             flat.fill(0)
@@ -361,11 +360,12 @@ def _unshared(views: list[np.ndarray]) -> bool:
 _BY_WEIGHTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id(mmap) -> split
 
 
-def flat_arrays(params: list[Tensor]) -> tuple[np.ndarray, np.ndarray, list[int]] | None:
-    """(weights, gradients, offsets): `params`' weights and gradients as two flat arrays, and
-    where each parameter starts in them, when `params` are exactly a process split's parameters,
-    in order, each `.data` its shared view and each `.grad` its part of the last backward's one
-    array; else None. An optimizer can then update them all with a few large numpy calls."""
+def flat_split(params: list[Tensor]) -> ProcessSplit | None:
+    """The process split that holds `params`' weights and gradients as one flat array each
+    (`flat_weights`, `grad_views[0].base`, each parameter starting at its `starts` entry): when
+    `params` are exactly its parameters, in order, each `.data` its shared view and each `.grad`
+    its part of the last backward's one array; else None. An optimizer can then update them all
+    with a few large numpy calls."""
     if not params:
         return None
     base = memory_of(params[0].data)
@@ -375,14 +375,7 @@ def flat_arrays(params: list[Tensor]) -> tuple[np.ndarray, np.ndarray, list[int]
     for p, q, view, grad in zip(params, split.params, split.shared, split.grad_views):
         if p is not q or p.data is not view or p.grad is not grad:
             return None
-    return split.flat_weights, split.grad_views[0].base, split.starts
-
-
-def flat_split(params: list[Tensor]) -> ProcessSplit | None:
-    """The process split whose flat arrays `flat_arrays(params)` returns, if it returns any."""
-    if flat_arrays(params) is None:
-        return None
-    return _BY_WEIGHTS.get(id(memory_of(params[0].data)))
+    return split
 
 
 def split_of(model: Module) -> ProcessSplit | None:
@@ -400,5 +393,5 @@ def _dropped(split_ref, step: int, state: dict) -> None:
         split.drop(step)
 
 
-__all__ = ["ProcessSplit", "SplitOverProcesses", "WorkerError", "can_fork", "flat_arrays",
-    "flat_split", "split_of"]  # fmt: skip
+__all__ = ["ProcessSplit", "SplitOverProcesses", "WorkerError", "can_fork", "flat_split",
+    "split_of"]  # fmt: skip
