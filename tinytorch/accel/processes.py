@@ -211,8 +211,8 @@ class ProcessSplit:
 
     def new_grads(self) -> list[np.ndarray] | None:
         """Gradient arrays for every parameter, views of one array laid out as the shared weights
-        are (so `flat_split` can hand the optimizer both whole), to be written over whole; None
-        with mixed dtypes.
+        are (so `flat_split` can hand the optimizer both whole); None with mixed dtypes. The
+        caller writes each view over whole; the gaps between them stay zero from the start.
 
         The last step's array is used again when nothing but this split still holds it or its
         views (every `.grad` was dropped, no one kept one): no new 4 bytes a weight, and no heap
@@ -228,7 +228,7 @@ class ProcessSplit:
             flat = self._flat(self.own)
             self._own_flat = weakref.ref(flat)
         else:
-            flat = np.empty(self.size // self.flat_dtype.itemsize, dtype=self.flat_dtype)
+            flat = np.zeros(self.size // self.flat_dtype.itemsize, dtype=self.flat_dtype)
         self.grad_views = _views(flat, self.params, self.offsets)
         return self.grad_views
 
