@@ -13,6 +13,7 @@ from split_helpers import gpt, loss_and_grads
 
 from tinytorch.accel.accelerate import accelerate, accelerated, plain
 from tinytorch.accel.processes import WorkerError, can_fork, split_of
+from tinytorch.core.layers import Module
 from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import SGD, AdamW
 from tinytorch.core.tensor import Tensor
@@ -320,6 +321,35 @@ def test_a_parameter_no_gradient_reaches_keeps_none(rng):
         cross_entropy(model(Tensor(x)), y).backward()
         assert model.spare.grad is None
         assert all(p.grad is not None for p in model.parameters() if p is not model.spare)
+
+
+class _ByFirstValue(Module):
+    """Scales its rows by `even` when the first value of the batch it gets is even, else by
+    `odd`: which parameter a slice reaches depends on its rows."""
+
+    def __init__(self):
+        self.even = Tensor(np.array([1.0, 2.0, 3.0], dtype=np.float32), requires_grad=True)
+        self.odd = Tensor(np.array([-1.0, 0.5, 4.0], dtype=np.float32), requires_grad=True)
+
+    def forward(self, x):
+        return x * (self.even if int(x.data[0, 0]) % 2 == 0 else self.odd)
+
+
+def test_a_parameter_one_slice_reaches_gets_that_slices_gradient(rng):
+    from tinytorch.accel.parallel import split_batch
+
+    x = rng.integers(0, 9, (4, 3)).astype(np.float32)
+    x[0, 0], x[2, 0] = 2, 3  # this process's rows pick `even`, the worker's `odd`
+    model = _ByFirstValue()
+    split_batch(model, 2, processes=True)
+    for _ in range(2):  # the second step writes over the first's array
+        for p in model.parameters():
+            p.grad = None
+        out = model(Tensor(x))
+        (out * out).sum().backward()
+        assert split_of(model) is not None  # it ran on the worker
+        np.testing.assert_allclose(model.even.grad, (2 * x[:2] * x[:2] * model.even.data).sum(0))
+        np.testing.assert_allclose(model.odd.grad, (2 * x[2:] * x[2:] * model.odd.data).sum(0))
 
 
 def test_a_changed_setting_or_layer_reaches_the_worker(rng):
