@@ -287,7 +287,7 @@ def test_the_gradient_array_is_used_again_only_when_no_one_holds_it(rng):
     for p in split.parameters():
         p.grad = None
     loss_and_grads(split, x, y)
-    assert id(split.parameters()[0].grad.base) == base  # dropped by everyone: used again
+    assert id(split.parameters()[0].grad.base) == base  # dropped by everyone: zeroed, used again
     kept = split.parameters()[3].grad  # a user keeps one gradient past zero_grad
     want = kept.copy()
     for p in split.parameters():

@@ -38,6 +38,7 @@ from tinytorch.accel.workers import (
     can_fork,
     close_all,
     memory_of,
+    reached_leaves,
     recv_array,
     send_array,
 )
@@ -210,22 +211,23 @@ class ProcessSplit:
         return sum(self.cpu)
 
     def new_grads(self) -> list[np.ndarray] | None:
-        """Gradient arrays for every parameter, views of one array laid out as the shared weights
-        are (so `flat_split` can hand the optimizer both whole); None with mixed dtypes. The
-        caller writes each view over whole; the gaps between them stay zero from the start.
+        """Zeroed gradient arrays for every parameter, views of one array laid out as the shared
+        weights are (so `flat_split` can hand the optimizer both whole); None with mixed dtypes.
 
-        The last step's array is used again when nothing but this split still holds it or its
-        views (every `.grad` was dropped, no one kept one): no new 4 bytes a weight, and no heap
-        that grows from step to step. It is the shared one the workers can read (`adamw_share`)
-        unless someone still holds that: then one of this process's."""
+        The last step's array is zeroed and used again when nothing but this split still holds
+        it or its views (every `.grad` was dropped, no one kept one): no new 4 bytes a weight,
+        and no heap that grows from step to step. It is the shared one the workers can read
+        (`adamw_share`) unless someone still holds that: then one of this process's."""
         if self.flat_dtype is None:
             return None
         views = self.grad_views  # the shared array's, or one of ours while someone holds that
         if views is not None and _unshared(views) and self._own_flat() is not None:
+            views[0].base.fill(0)
             return views
         self.grad_views = None
         if self._own_flat() is None:  # the shared array, when no one holds it any more
             flat = self._flat(self.own)
+            flat.fill(0)
             self._own_flat = weakref.ref(flat)
         else:
             flat = np.zeros(self.size // self.flat_dtype.itemsize, dtype=self.flat_dtype)
@@ -313,10 +315,13 @@ class SplitOverProcesses(Function):
 
         self.split.send_backward(self.step, [grad[a:b] for a, b in self.bounds[1:]])
         self.pending = False
-        params = self.params
-        fresh = None  # the usual step (no .grad yet): this slice's and the workers' sums are
-        if all(p.grad is None for p in params):  # written into one array for them all
-            fresh = self.split.new_grads()
+        params, fresh, reached = self.params, None, set()
+        if all(p.grad is None for p in params):  # the usual step: one array for them all,
+            fresh = self.split.new_grads()  # which the engine adds this slice's gradients into
+        if fresh is not None:
+            reached = reached_leaves(self.own)
+            for p, g in zip(params, fresh):
+                p.grad = g
         try:
             _backward_slice(self.own, grad[slice(*self.bounds[0])])
         except BaseException:
@@ -329,15 +334,9 @@ class SplitOverProcesses(Function):
         self.own = None
         for i, (p, needed) in enumerate(zip(params, self.needs_grad[1:])):
             theirs = [f[i] for f in found if f[i] is not None] if needed else []
-            if fresh is not None and (p.grad is not None or theirs):
-                mine = p.grad  # this slice's, or None where it did not reach p
-                first, theirs = (mine, theirs) if mine is not None else (theirs[0], theirs[1:])
-                if theirs:  # one pass: this slice's and the first worker's into the array
-                    np.add(first, theirs[0], out=fresh[i])
-                    theirs = theirs[1:]
-                else:
-                    np.copyto(fresh[i], first)
-                p.grad = fresh[i]
+            if fresh is not None and not (theirs or (needed and id(p) in reached)):
+                p.grad = None  # no gradient reached it: it stays None, as unsplit
+                continue
             for g in theirs:
                 if p.grad is None:
                     p.grad = g.copy()  # shared memory: the next step writes over it
