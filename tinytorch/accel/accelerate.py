@@ -301,7 +301,7 @@ _MADE: dict = {}  # (fast, original class) -> the accelerated subclass, made onc
 
 def _swap(obj, fast: type) -> None:
     """Give `obj` a subclass of its own class with `fast`'s methods first."""
-    cls = getattr(type(obj), "lesson_class", type(obj))  # already accelerated: its own class
+    cls = _lesson_class(obj)  # already accelerated: its own class
     made = _MADE.get((fast, cls))
     if made is None:
         names = {"accelerated_by": fast, "lesson_class": cls, "__reduce_ex__": _reduce_swapped}

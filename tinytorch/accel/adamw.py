@@ -108,11 +108,10 @@ class FastAdam(FusedAdam):
         (step,) = steps
         parts = blocking.blocks(weights.size)
         if not self._split_step(split, weights, grads, moments, step, parts):
-            work = [(weights, grads, moments, step, parts)]
-            if self.workers > 1 and weights.size >= self.THREADED_VALUES:  # contiguous shares
-                cut = [round(i * len(parts) / self.workers) for i in range(self.workers + 1)]
-                work = [(weights, grads, moments, step, parts[a:b]) for a, b in zip(cut, cut[1:])]
-            self._each_helper(_flat_blocks, work)
+            shares = [parts]
+            if self.workers > 1 and weights.size >= self.THREADED_VALUES:
+                shares = _shares(parts, self.workers)
+            self._each_helper(_flat_blocks, [(weights, grads, moments, step, s) for s in shares])
         for _, state in jobs:
             state["step"] = step + 1
         return True
@@ -125,9 +124,7 @@ class FastAdam(FusedAdam):
             return False
         if type(self)._buffer is not FusedAdam._buffer:
             return False
-        count = 1 + len(split.workers)
-        cut = [round(i * len(parts) / count) for i in range(count + 1)]
-        shares = [parts[a:b] for a, b in zip(cut, cut[1:])]
+        shares = _shares(parts, 1 + len(split.workers))
         hyper = {name: getattr(self, name) for name in HYPER}
         if not split.adamw_share(self, step, shares[1:], hyper):
             return False
@@ -160,6 +157,12 @@ def flat_share(helper, hyper: dict, weights, grads, moments, step: int, parts) -
     vars(helper).update(hyper)
     _flat_blocks(helper, weights, grads, moments, step, parts)
     return helper
+
+
+def _shares(parts: list[slice], count: int) -> list[list[slice]]:
+    """`parts` cut into `count` contiguous shares of about as many blocks each."""
+    cut = [round(i * len(parts) / count) for i in range(count + 1)]
+    return [parts[a:b] for a, b in zip(cut, cut[1:])]
 
 
 def _moment_views(jobs, offsets, moments) -> None:

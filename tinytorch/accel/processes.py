@@ -119,7 +119,7 @@ class ProcessSplit:
         self._own_flat, self.moments_owner, self.helped = _nothing, _nothing, 0
         self.flat = None
         if self.flat_dtype is not None:
-            self.flat = {"weights": self.flat_weights, "own": self.own,
+            self.flat = {"weights": self.flat_weights, "own": self._flat(self.own),
                          "moments": [self._flat(m) for m in self.moment_maps]}  # fmt: skip
         for grads in self.grads:
             self.workers.append(Worker(model, params, grads, forward, self.flat))

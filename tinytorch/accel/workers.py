@@ -161,9 +161,8 @@ def _serve(conn: Connection, model, params, grads, forward, flat: dict | None) -
                 from tinytorch.accel.adamw import flat_share
 
                 hyper, parts = conn.recv()
-                own = np.frombuffer(flat["own"], dtype=flat["weights"].dtype)
                 helper = flat_share(
-                    helper, hyper, flat["weights"], own, flat["moments"], step, parts
+                    helper, hyper, flat["weights"], flat["own"], flat["moments"], step, parts
                 )
                 conn.send(("ok", time.process_time()))
             elif command == "memory":
