@@ -185,7 +185,42 @@ def _conv(library: str, row: Row, cfg=None, workers: int = 1) -> dict:
     return {"step_ms": float(np.median(wall)) * 1e3, "step_cpu_ms": float(np.median(cpu)) * 1e3}
 
 
-KINDS = {"train": _train, "generate": _generate, "gpt2": _gpt2, "conv": _conv}
+def _products(cfg, rows: int) -> list[tuple[int, int, int]]:
+    """The (rows, in, out) shapes of a GPT's dense products in one training step: per layer the
+    q, k, v projection (module 18 packs them into one), the attention's output projection and
+    the MLP's two layers; then the tied output head."""
+    c, h = cfg.embed_dim, int(cfg.embed_dim * cfg.mlp_ratio)
+    return [(rows, c, 3 * c), (rows, c, c), (rows, c, h), (rows, h, c)] * cfg.num_layers + [
+        (rows, c, cfg.vocab_size)
+    ]
+
+
+def _gemm(library: str, row: Row, cfg, workers: int = 1) -> dict:
+    """The floor under a training step: its dense matrix products alone (each forward product,
+    the gradient to its input and the gradient to its weight, written as module 03's Linear
+    writes them), with each library's BLAS: numpy's OpenBLAS, PyTorch's MKL. No autograd, no
+    other operation; the arrays are made once."""
+    rng = np.random.default_rng(5)
+    arrays = []
+    for n, k, m in _products(cfg, row.batch * row.seq_len):
+        x, w, g = (rng.standard_normal(s).astype(np.float32) for s in ((n, k), (k, m), (n, m)))
+        arrays.append((x, w, g))
+    if library == "torch":
+        import torch
+
+        arrays = [tuple(torch.from_numpy(a) for a in trio) for trio in arrays]
+
+    def step():
+        for x, w, g in arrays:
+            x @ w  # forward
+            g @ w.T  # to the input
+            x.T @ g  # to the weight
+
+    wall, cpu = _timed(step, row.warmup, row.steps)
+    return {"step_ms": float(np.median(wall)) * 1e3, "step_cpu_ms": float(np.median(cpu)) * 1e3}
+
+
+KINDS = {"train": _train, "generate": _generate, "gpt2": _gpt2, "conv": _conv, "gemm": _gemm}
 
 
 def main(library: str, setting: str, row: Row) -> dict:

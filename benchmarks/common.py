@@ -41,8 +41,9 @@ CONV = "conv"  # the preset name of the convolution rows (`--config conv` runs o
 
 @dataclass(frozen=True)
 class Row:
-    """One measurement: `kind` train, generate or gpt2 on the preset `preset`, or conv: one
-    Conv2d layer's forward and backward (`preset` CONV, the layer's shape in `conv`)."""
+    """One measurement: `kind` train, generate or gpt2 on the preset `preset`; gemm: the dense
+    matrix products of the preset's training step alone (its floor); or conv: one Conv2d
+    layer's forward and backward (`preset` CONV, the layer's shape in `conv`)."""
 
     key: str
     kind: str

@@ -14,6 +14,8 @@ LINES = (
     ("train_medium", "step_ms", "train step ms, medium (d256 L6, B16 T128)", "<=", 1.0, 1.1),
     ("train_small_own", "step_ms", "train step ms, small, own loop", "<=", 1.0, None),
     ("train_medium_own", "step_ms", "train step ms, medium, own loop", "<=", 1.0, None),
+    ("gemm_small", "step_ms", "dense products alone ms, small, B8 1t (floor)", "<=", None, None),
+    ("gemm_medium", "step_ms", "dense products alone ms, medium, B8 1t (floor)", "<=", None, None),
     ("train_small", "peak_mib", "peak train memory MiB, small", "<=", 0.8, None),
     ("train_medium", "peak_mib", "peak train memory MiB, medium", "<=", 0.8, None),
     ("train_medium_own", "peak_mib", "peak train memory MiB, medium, own loop", "<=", 0.8, None),
@@ -58,6 +60,8 @@ SHORT = (
     ("conv ms, ", "conv ms\n"),
     ("conv peak memory MiB, ", "conv MiB\n"),
     (", own loop", ", own"),
+    ("dense products alone ms, ", "products ms\n"),
+    (", B8 1t (floor)", " (floor)"),
     (", plain 01-13", "\nplain 01-13"),
     (" (vs cached)", ""),
     (" (d128 L4, B16 T64)", ""),
@@ -183,6 +187,11 @@ NOTES = (
     "tinytorch's accelerated GPT splits the batch over the cores itself (a forked worker "
     "process on Linux, whose CPU time is counted with its caller's), PyTorch runs its default "
     "intra-op threads.",
+    "products alone (the floor) = a training step's dense matrix products only (each "
+    "Linear's forward, input gradient and weight gradient, the tied head's too) on one core's "
+    "half of the own loop's batch, one thread: numpy's BLAS against PyTorch's. A step with "
+    "everything else as fast as PyTorch's would have this ratio; the own loop's ratio is read "
+    "against it.",
     "peak memory = VmHWM (peak RSS) of the measuring process minus its VmHWM right after the "
     "imports, plus a forked worker's private memory at its peak: weights, gradients, optimizer "
     "state, activations and temporaries.",

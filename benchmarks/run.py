@@ -39,6 +39,7 @@ from tinytorch.bench.harness import schedule
 
 _PLAIN = {"libraries": WITH_PLAIN}  # the row also measures the plain lesson code
 _OWN = {**_PLAIN, "settings": (OWN_LOOP,)}
+_FLOOR = {"settings": ("1t",)}
 FULL = [
     (Row("train_small", "train", "small", batch=16, seq_len=64, steps=5, warmup=2, **_PLAIN), 5),
     (Row("train_medium", "train", "medium", batch=16, seq_len=128, steps=3, warmup=1, **_PLAIN), 5),
@@ -50,6 +51,9 @@ FULL = [
         ),
         5,
     ),  # fmt: skip
+    # the floor under the own loop: one core's half batch (B8) of dense products, one thread
+    (Row("gemm_small", "gemm", "small", batch=8, seq_len=64, steps=5, warmup=2, **_FLOOR), 5),
+    (Row("gemm_medium", "gemm", "medium", batch=8, seq_len=128, steps=3, warmup=1, **_FLOOR), 5),
     (Row("gen_small", "generate", "small", new_tokens=200, steps=3, warmup=1, **_PLAIN), 5),
     (Row("gen_medium", "generate", "medium", new_tokens=200, steps=2, warmup=1, **_PLAIN), 5),
     # the plain lesson code without module 17's cache: every token recomputes the whole prefix

@@ -170,3 +170,41 @@ def test_the_report_shows_the_plain_rows_against_pytorch():
     assert found["cached greedy tokens/s, small, plain 01-13"] == "0.50"
     uncached = [m for m in found if m.startswith("uncached")]
     assert len(uncached) == 1 and found[uncached[0]] == "1.00"  # against PyTorch's cached row
+
+
+GEMM_ROW = Row("gemm_small", "gemm", "small", batch=2, seq_len=8, steps=1, warmup=0)
+
+
+def test_the_floor_row_times_the_products_the_gpt_makes_at_one_core():
+    from benchmarks.child import _products
+    from benchmarks.run import FULL
+    from tinytorch.models.transformer import GPT, PRESETS
+
+    cfg = PRESETS["small"]
+    model = GPT.from_config(cfg)
+    weights = [p.shape for p in model.parameters() if len(p.shape) == 2]
+    # every Linear's weight once (module 18 packs q, k and v side by side); the tied head
+    # multiplies by the token table transposed; the position table takes no product
+    linear = sorted(s for s in weights if s != (cfg.vocab_size, cfg.embed_dim)
+                    and s != (cfg.max_seq_len, cfg.embed_dim))  # fmt: skip
+    shapes = _products(cfg, rows=32)
+    assert all(n == 32 for n, _, _ in shapes)
+    assert shapes[-1][1:] == (cfg.embed_dim, cfg.vocab_size)
+    unpacked = []
+    for _, k, m in shapes[:-1]:
+        unpacked += [(k, k)] * 3 if m == 3 * k else [(k, m)]
+    assert sorted(unpacked) == linear
+    floors = {row.key: row for row, _ in FULL if row.kind == "gemm"}
+    own = {row.key: row for row, _ in FULL if row.settings == ("own",)}
+    for size in ("small", "medium"):  # one core's half of the own loop's batch, one thread
+        floor, loop = floors[f"gemm_{size}"], own[f"train_{size}_own"]
+        assert floor.batch * 2 == loop.batch and floor.seq_len == loop.seq_len
+        assert settings(floor, ("1t", "2t")) == ("1t",)
+
+
+@pytest.mark.parametrize("library", ["tinytorch", "torch"])
+def test_a_floor_child_times_the_products_alone(library):
+    done = child(library, "1t", GEMM_ROW)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["step_ms"] > 0 and result["step_cpu_ms"] > 0
