@@ -121,3 +121,21 @@ def test_a_threaded_adamw_step_equals_the_one_thread_step(rng, monkeypatch):
     assert len(threads) == 2
     for a, b in zip(*params):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("size", [1, 5, 255, 256, 1000, 7 * 256 - 100])
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_the_optimizers_shares_hold_as_many_values_each_not_as_many_blocks(
+    size, count, monkeypatch
+):
+    from tinytorch.accel import adamw, blocking
+
+    monkeypatch.setattr(blocking, "BLOCK", 256)
+    shares = adamw._shares(size, count)
+    assert len(shares) == count
+    flat = [part for share in shares for part in share]
+    assert [p.start for p in flat] == [0] + [p.stop for p in flat[:-1]]  # in order, no gap
+    assert flat[-1].stop == size and all(0 < p.stop - p.start <= 256 for p in flat)
+    values = [sum(p.stop - p.start for p in share) for share in shares]
+    assert max(values) - min(values) <= adamw.ALIGN * 2  # not 4 blocks against 3 short ones
+    assert all(share[0].start % adamw.ALIGN == 0 for share in shares if share)
