@@ -172,15 +172,17 @@ class ProcessSplit:
             reply = worker.conn.recv()
             if isinstance(reply, tuple) and reply[0] == "error":
                 raise reply[1]
-            return recv_array(worker.conn) if array else reply
+            return recv_array(worker.conn, reply[1:]) if array else reply
 
     def _send(self, command: str, step: int, arrays: list, array: bool = True) -> None:
         """`command` to each worker with its own array (or, array=False, its own object)."""
         dropped, self.dropped = self.dropped, []
         for worker, a in zip(self.workers, arrays):
             with self._talking(worker):
-                worker.conn.send((command, step, dropped))
-                send_array(worker.conn, a) if array else worker.conn.send(a)
+                if array:
+                    send_array(worker.conn, a, head=(command, step, dropped))
+                else:
+                    worker.conn.send((command, step, dropped, a))
 
     def _flat(self, memory: mmap.mmap) -> np.ndarray:
         return np.frombuffer(memory, dtype=self.flat_dtype)

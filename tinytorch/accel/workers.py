@@ -41,14 +41,18 @@ def memory_of(array: np.ndarray):
     return base.obj if isinstance(base, memoryview) else base
 
 
-def send_array(conn: Connection, a: np.ndarray) -> None:
+def send_array(conn: Connection, a: np.ndarray, head: tuple = ()) -> None:
+    """`a` as two messages: `(*head, shape, dtype)` (a command or a status travels with it: each
+    message wakes the other process once) and the bytes."""
     a = np.ascontiguousarray(a)
-    conn.send((a.shape, a.dtype.str))
+    conn.send((*head, a.shape, a.dtype.str))
     conn.send_bytes(memoryview(a).cast("B"))
 
 
-def recv_array(conn: Connection) -> np.ndarray:
-    shape, dtype = conn.recv()
+def recv_array(conn: Connection, header=None) -> np.ndarray:
+    """The array `send_array` sent; `header`, its (shape, dtype), when the first message was
+    read already (with the head in front)."""
+    shape, dtype = conn.recv() if header is None else header
     out = np.empty(shape, dtype=dtype)
     if out.nbytes:
         conn.recv_bytes_into(memoryview(out).cast("B"))
@@ -129,21 +133,20 @@ def _serve(conn: Connection, model, params, grads, forward, flat: dict | None) -
     helper = None  # the optimizer's stand-in, its scratch buffer kept from step to step
     while True:
         try:
-            command, step, dropped = conn.recv()
+            command, step, dropped, *payload = conn.recv()
         except EOFError:
             return
         for old in dropped:  # outputs whose node the caller let go without a backward
             outs.pop(old, None)
         try:
             if command == "forward":
-                rows = recv_array(conn)
+                rows = recv_array(conn, payload)
                 out = forward(model, Tensor(rows))
                 if out.requires_grad:
                     outs[step] = out
-                conn.send("ok")
-                send_array(conn, out.data)
+                send_array(conn, out.data, head=("ok",))
             elif command == "backward":
-                grad = recv_array(conn)
+                grad = recv_array(conn, payload)
                 out = outs.pop(step, None)
                 reached = reached_leaves(out) if out is not None else set()
                 np.frombuffer(memory_of(grads[0]), np.uint8).fill(0)  # the whole buffer at once
@@ -160,7 +163,7 @@ def _serve(conn: Connection, model, params, grads, forward, flat: dict | None) -
             elif command == "adamw":  # its share of the optimizer's blocks (tinytorch.accel.adamw)
                 from tinytorch.accel.adamw import flat_share
 
-                hyper, parts = conn.recv()
+                hyper, parts = payload[0]
                 helper = flat_share(
                     helper, hyper, flat["weights"], flat["own"], flat["moments"], step, parts
                 )
