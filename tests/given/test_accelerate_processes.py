@@ -160,7 +160,7 @@ def test_an_interrupted_step_stops_the_workers_and_the_next_step_is_right(forked
     split, x, y, pid = forked
     receive = processes.recv_array
 
-    def interrupted(conn, header=None):
+    def interrupted(conn, header):
         monkeypatch.setattr(processes, "recv_array", receive)
         raise KeyboardInterrupt  # Ctrl-C while the worker's answer waits in the pipe
 

@@ -137,5 +137,5 @@ def test_the_optimizers_shares_hold_as_many_values_each_not_as_many_blocks(
     assert [p.start for p in flat] == [0] + [p.stop for p in flat[:-1]]  # in order, no gap
     assert flat[-1].stop == size and all(0 < p.stop - p.start <= 256 for p in flat)
     values = [sum(p.stop - p.start for p in share) for share in shares]
-    assert max(values) - min(values) <= adamw.ALIGN * 2  # not 4 blocks against 3 short ones
-    assert all(share[0].start % adamw.ALIGN == 0 for share in shares if share)
+    assert max(values) - min(values) <= adamw.SHARE_ALIGN * 2  # not 4 blocks against 3 short ones
+    assert all(share[0].start % adamw.SHARE_ALIGN == 0 for share in shares if share)

@@ -158,7 +158,7 @@ def flat_share(helper, hyper: dict, weights, grads, moments, step: int, parts) -
     return helper
 
 
-ALIGN = 16  # values: a share starts on a 64-byte cache line of float32
+SHARE_ALIGN = 16  # values (not bytes): a share starts on a 64-byte cache line of float32
 
 
 def _shares(size: int, count: int) -> list[list[slice]]:
@@ -166,7 +166,8 @@ def _shares(size: int, count: int) -> list[list[slice]]:
     each (not as many blocks: a small GPT's 7 blocks, the last one short, gave this process 4
     full ones and a worker 2 and the short one, 1.75 against 1.09 ms), each share as blocks of
     at most `blocking.BLOCK` values."""
-    cut = [min(size, round(i * size / count / ALIGN) * ALIGN) for i in range(count)] + [size]
+    step = SHARE_ALIGN
+    cut = [min(size, round(i * size / count / step) * step) for i in range(count)] + [size]
     return [
         [
             slice(start, min(start + blocking.BLOCK, end))

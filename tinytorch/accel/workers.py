@@ -41,18 +41,18 @@ def memory_of(array: np.ndarray):
     return base.obj if isinstance(base, memoryview) else base
 
 
-def send_array(conn: Connection, a: np.ndarray, head: tuple = ()) -> None:
-    """`a` as two messages: `(*head, shape, dtype)` (a command or a status travels with it: each
-    message wakes the other process once) and the bytes."""
+def send_array(conn: Connection, a: np.ndarray, head: tuple) -> None:
+    """`a` as two messages: `(*head, shape, dtype)` (the command or status it goes with travels
+    in the same message: each message wakes the other process once) and the bytes."""
     a = np.ascontiguousarray(a)
     conn.send((*head, a.shape, a.dtype.str))
     conn.send_bytes(memoryview(a).cast("B"))
 
 
-def recv_array(conn: Connection, header=None) -> np.ndarray:
-    """The array `send_array` sent; `header`, its (shape, dtype), when the first message was
-    read already (with the head in front)."""
-    shape, dtype = conn.recv() if header is None else header
+def recv_array(conn: Connection, header) -> np.ndarray:
+    """The bytes of the array `send_array` sent, whose first message (the head, then `header`:
+    its shape and dtype) was read already."""
+    shape, dtype = header
     out = np.empty(shape, dtype=dtype)
     if out.nbytes:
         conn.recv_bytes_into(memoryview(out).cast("B"))
