@@ -455,7 +455,7 @@ class GPT(Module):
         module 17 is in the package), with the same tokens as recomputing; once every row has
         produced `stop_token` generation ends early (finished rows are padded with it).
         """
-        memo = _cached_generation(use_cache)
+        memo = _cached_generation(use_cache, self)
         if memo is not None:
             steer = {"top_p": top_p, "repetition_penalty": repetition_penalty}
             return memo.cached_generate(

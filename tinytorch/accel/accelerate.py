@@ -417,7 +417,23 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
             layer.recompute = None if recompute is None else bool(recompute)
     if isinstance(obj, (GPT, *models)):  # its class stays: the split is one attribute of obj
         split_batch(obj, default_workers() if workers is None else workers, processes)
+    if isinstance(obj, GPT):  # its cached generation in one numpy pass a token, with module 17
+        decoder = _whole_token_decoder()
+        if decoder is not None:
+            obj.fast_generation = decoder
     return obj
+
+
+def _whole_token_decoder():
+    """The given `tinytorch.accel.decode`'s decoder, or None: the package holds no module 17
+    (its cache) yet, so it has no decode.py either (tito/curriculum/catalog.py GIVEN_REQUIRES)."""
+    try:
+        from tinytorch.accel.decode import WholeTokenDecoder
+    except ImportError as err:  # the file, or module 17's files it imports, is missing
+        if not (err.name or "").startswith("tinytorch."):
+            raise
+        return None
+    return WholeTokenDecoder()
 
 
 def plain(obj):
@@ -425,6 +441,7 @@ def plain(obj):
     found = [obj] if isinstance(obj, Optimizer) else list(_layers(obj))
     if isinstance(obj, Module):
         unsplit(obj)
+        vars(obj).pop("fast_generation", None)
     for layer in found:
         if hasattr(type(layer), "lesson_class"):
             layer.__class__ = type(layer).lesson_class

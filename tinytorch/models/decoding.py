@@ -94,11 +94,13 @@ def sampling_loop(tokens: np.ndarray, next_logits, sample_next, max_new_tokens: 
     return tokens
 
 
-def _cached_generation(use_cache):
+def _cached_generation(use_cache, model=None):
     """Module 17's `tinytorch.memo.generation`, or None: recompute every step.
 
     `use_cache=None` (the default of `generate`) caches when module 17 is in the package, True
     insists on it, False never caches. The tokens are the same either way (module 17 tests it).
+    A model that `accelerate` gave a `fast_generation` gets that instead: its `cached_generate`
+    takes module 17's arguments and gives the same tokens (tinytorch/accel/decode.py).
     """
     if use_cache is not None and not use_cache:
         return None
@@ -112,7 +114,7 @@ def _cached_generation(use_cache):
                 name=err.name,
             ) from None
         return None
-    return generation
+    return getattr(model, "fast_generation", None) or generation
 
 
 __all__ = ["sampling_loop", "steer_logits"]

@@ -158,6 +158,7 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/accel/workers.py": (3,),  # forked processes that run a model's slices on command
     "tinytorch/accel/processes.py": (3,),  # the batch split over forked workers (Linux)
     "tinytorch/accel/accelerate.py": (2, 4, 6, 11, 12, 13, 18),  # module 18's kernels in a model
+    "tinytorch/accel/decode.py": (2, 4, 6, 11, 12, 13, 17, 18),  # an accelerated GPT's cache
     "tinytorch/accel/adamw.py": (3, 18),  # accelerate(optimizer): module 18's update, flat too
     "tinytorch/accel/llama.py": (18, 21),  # accelerate's fast paths for module 21's Llama parts
     "tinytorch/bench/quartiles.py": (),  # median and quartiles of timings (modules 14, 19)
