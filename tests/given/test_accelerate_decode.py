@@ -44,11 +44,16 @@ def must_not_run(*args, **kwargs):
     raise AssertionError("this path must not run here")
 
 
+@pytest.mark.parametrize("fuse_bytes", [decode.FUSE_BYTES, 0], ids=["qkv-fused", "qkv-apart"])
 @pytest.mark.parametrize("overrides", SHAPES, ids=SHAPE_IDS)
-def test_each_steps_logits_equal_module_17s_through_the_sliding_window(rng, overrides):
+def test_each_steps_logits_equal_module_17s_through_the_sliding_window(
+    rng, overrides, fuse_bytes, monkeypatch
+):
+    monkeypatch.setattr(decode, "FUSE_BYTES", fuse_bytes)  # GPT-2 small's blocks: three products
     gpt = accelerate(sharp_gpt(seed=5, **overrides), workers=1)
     tokens = rng.integers(0, 17, (2, 14))  # a prompt of 4, then one at a time past 10
-    run, caches = _Generation(gpt, 2), new_caches(gpt)
+    run, caches = _Generation(gpt, 2, 10), new_caches(gpt)
+    assert [len(block.qkv) for block in run.blocks] == [1 if fuse_bytes else 3] * 2
     with no_grad():
         for end in range(4, 15):
             ours = run.next_logits(tokens[:, :end])
@@ -72,6 +77,22 @@ def test_generate_writes_module_17s_tokens_for_every_sampling_option(overrides, 
         ours = gpt.generate(prompt, max_new_tokens=15, **kwargs)  # slides past 10
         assert ours.shape == (2, 18)
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_the_caches_hold_the_positions_the_call_can_reach(monkeypatch):
+    gpt = accelerate(sharp_gpt(seed=8), workers=1)
+    made = []
+
+    class Recorded(_Generation):
+        def __init__(self, *args):
+            super().__init__(*args)
+            made.append(self)
+
+    monkeypatch.setattr(decode, "_Generation", Recorded)
+    for prompt_len, new, longest in ((3, 4, 7), (3, 20, 10), (14, 2, 10)):
+        gpt.generate(np.ones((2, prompt_len), dtype=int), new, temperature=0)
+        keys, values = made[-1].blocks[0].keys, made[-1].blocks[0].values
+        assert keys.shape == (2, 4, 4, longest) and values.shape == (2, 4, longest, 4)
 
 
 def test_stop_tokens_pad_and_bad_arguments_read_as_module_17s(monkeypatch):

@@ -9,8 +9,9 @@ small model cost more than the arithmetic. `accelerate(gpt)` gives the model a
 prepared once a call:
 
 - each block's q, k and v weights side by side (one product; q's columns already scaled by
-  1/sqrt(head_dim)), the keys and values in preallocated caches of `max_seq_len` positions
-  (module 17's cache, its keys stored transposed for the scores' product);
+  1/sqrt(head_dim)) while that copy is small (`FUSE_BYTES`), the keys and values in caches
+  preallocated to the positions the call can reach (module 17's cache, its keys stored
+  transposed for the scores' product);
 - the prompt's positions at once, then one position a step, and once the context is longer
   than `max_seq_len` the window's positions again every step, as module 17 does;
 - LayerNorm on rows (the mean and variance as products with a column of 1/C), GELU through
@@ -43,6 +44,10 @@ from tinytorch.core.layers import Linear
 from tinytorch.memo.generation import cached_generate
 from tinytorch.models.decoding import _check_generate_args, sampling_loop
 from tinytorch.models.transformer import GPT, SinusoidalPositions, sample_next, token_ids_2d
+
+# A block's q, k and v weights side by side make one product instead of three, for a copy of
+# them each generation; above this many bytes (GPT-2 small's 7 MiB a block) the three stay.
+FUSE_BYTES = 4 << 20
 
 
 def _fast(obj, fast: type) -> bool:
@@ -85,6 +90,20 @@ def _weight_bias(linear):
     return linear.weight.data, None if linear.bias is None else linear.bias.data
 
 
+def _fused(projections, scale: float, dtype) -> tuple:
+    """q, k and v's weights (and biases) side by side, q's scaled: a copy, the model's own
+    weights stay as they are."""
+    size = projections[0].weight.shape[1]
+    weight = np.concatenate([p.weight.data for p in projections], axis=1)
+    weight[:, :size] *= scale
+    if all(p.bias is None for p in projections):
+        return weight, None
+    zeros = np.zeros(size, dtype)
+    bias = np.concatenate([zeros if p.bias is None else p.bias.data for p in projections])
+    bias[:size] *= scale
+    return weight, bias
+
+
 def _affine(rows: np.ndarray, weight: np.ndarray, bias) -> np.ndarray:
     out = rows @ weight
     if bias is not None:
@@ -118,16 +137,11 @@ class _Block:
         att, mlp = block.attention, block.mlp
         self.attention, self.norm_first = att, block.norm_first
         self.heads, self.head_dim = att.num_heads, att.head_dim
-        scale = float(1 / np.sqrt(att.head_dim))
+        self.scale = float(1 / np.sqrt(att.head_dim))
         projections = (att.q_proj, att.k_proj, att.v_proj)
-        self.w_qkv = np.concatenate([p.weight.data for p in projections], axis=1)
-        self.w_qkv[:, : att.embed_dim] *= scale  # a copy: the model's weights stay as they are
-        self.b_qkv = None
-        if any(p.bias is not None for p in projections):
-            zeros = np.zeros(att.embed_dim, dtype)
-            self.b_qkv = np.concatenate([zeros if p.bias is None else p.bias.data
-                                         for p in projections])  # fmt: skip
-            self.b_qkv[: att.embed_dim] *= scale
+        self.qkv = [_weight_bias(p) for p in projections]
+        if sum(p.weight.data.nbytes for p in projections) <= FUSE_BYTES:
+            self.qkv = [_fused(projections, self.scale, dtype)]
         self.out = _weight_bias(att.out_proj)
         self.up, self.down = _weight_bias(mlp.linear1), _weight_bias(mlp.linear2)
         self.norm1, self.norm2 = _Norm(block.ln1, dtype), _Norm(block.ln2, dtype)
@@ -148,10 +162,15 @@ class _Block:
     def _attend(self, rows: np.ndarray, shape: tuple, start: int, mask) -> np.ndarray:
         batch, steps, embed = shape
         heads, end = self.heads, start + steps
-        qkv = _affine(rows, self.w_qkv, self.b_qkv).reshape(batch, steps, 3, heads, -1)
-        self.keys[..., start:end] = qkv[:, :, 1].transpose(0, 2, 3, 1)  # (B, H, D, T)
-        self.values[:, :, start:end] = qkv[:, :, 2].transpose(0, 2, 1, 3)  # (B, H, T, D)
-        scores = qkv[:, :, 0].transpose(0, 2, 1, 3) @ self.keys[..., :end]  # (B, H, T, end)
+        if len(self.qkv) == 1:  # one product, q already scaled
+            qkv = _affine(rows, *self.qkv[0]).reshape(batch, steps, 3, heads, -1)
+            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # each (B, T, H, D)
+        else:
+            q, k, v = (_affine(rows, *wb).reshape(batch, steps, heads, -1) for wb in self.qkv)
+            q *= self.scale
+        self.keys[..., start:end] = k.transpose(0, 2, 3, 1)  # (B, H, D, T)
+        self.values[:, :, start:end] = v.transpose(0, 2, 1, 3)  # (B, H, T, D)
+        scores = q.transpose(0, 2, 1, 3) @ self.keys[..., :end]  # (B, H, T, end)
         if mask is not None:
             scores += mask
         scores -= scores.max(axis=-1, keepdims=True)
@@ -176,9 +195,9 @@ class _Block:
 class _Generation:
     """The prepared arrays of one `cached_generate` call and how many positions are cached."""
 
-    def __init__(self, model: GPT, batch: int):
+    def __init__(self, model: GPT, batch: int, length: int):
         weight = model.token_embedding.weight.data
-        dtype, length = weight.dtype, model.max_seq_len
+        dtype = weight.dtype
         self.model, self.embedding, self.cached = model, weight, 0
         every = np.arange(length)[None]
         self.positions = np.asarray(model.position_embedding(every).data[0], dtype)  # (L, C)
@@ -222,7 +241,8 @@ class WholeTokenDecoder:
                                    seed, stop_token, **steer)  # fmt: skip
         _check_generate_args(max_new_tokens, temperature, top_k, model.vocab_size, stop_token)
         tokens = token_ids_2d(prompt_tokens, model.vocab_size)  # (B, T)
-        run = _Generation(model, len(tokens))
+        longest = min(model.max_seq_len, tokens.shape[1] + max_new_tokens)  # cached positions
+        run = _Generation(model, len(tokens), longest)
         return sampling_loop(tokens, run.next_logits, sample_next, max_new_tokens,
                              temperature=temperature, top_k=top_k, seed=seed,
                              stop_token=stop_token, context=model.max_seq_len,
