@@ -96,7 +96,8 @@ def show_scaling(summary: dict, console: Console) -> None:
     console.print(
         f"generation ({speed['new_tokens']} new tokens): "
         f"{speed['without_cache']:,.0f} tok/s without the KV cache, "
-        f"{speed['with_cache']:,.0f} tok/s with it ({speed['speedup']:.1f}x)"
+        f"{speed['with_cache']:,.0f} tok/s with it ({speed['speedup']:.1f}x"
+        + ("; its steps in module 18's one numpy pass a token)" if speed.get("one_pass") else ")")
     )
 
 

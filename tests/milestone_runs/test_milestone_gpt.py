@@ -107,6 +107,7 @@ def test_reports_are_consistent(finished):
         assert mem["measured"][part] == mem["predicted"][part]
     speed = summary["generation_speed"]
     assert speed["with_cache"] > 0 and speed["without_cache"] > 0
+    assert speed["one_pass"] is True  # the reference's modules 17 and 18: the whole-token path
 
 
 def test_samples_at_each_temperature_and_greedy(finished):

@@ -231,6 +231,10 @@ class WholeTokenDecoder:
     """What `accelerate` gives a GPT as `fast_generation`: `cached_generate` runs the
     whole-token path when `fits(model)`, else module 17's `cached_generate`."""
 
+    def runs(self, model) -> bool:
+        """Whether `model.generate` with the cache takes the whole-token path now."""
+        return fits(model)
+
     def cached_generate(self, model, prompt_tokens, max_new_tokens=50, temperature=1.0,
                         top_k=None, seed=None, stop_token=None, top_p=None,
                         repetition_penalty=1.0) -> np.ndarray:  # fmt: skip
