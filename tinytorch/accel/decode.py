@@ -39,6 +39,7 @@ from tinytorch.accel.accelerate import (
     _lesson_class,
 )
 from tinytorch.accel.kernels import _gelu_tanh
+from tinytorch.core.attention import causal_mask
 from tinytorch.core.hooks import listeners
 from tinytorch.core.layers import Linear
 from tinytorch.memo.generation import cached_generate
@@ -131,7 +132,8 @@ class _Norm:
 
 class _Block:
     """One TransformerBlock prepared for a generation: its weights as products want them and
-    its keys and values (keys (B, H, D, max_seq_len), values (B, H, max_seq_len, D))."""
+    its keys and values for `length` positions (keys (B, H, D, length), values (B, H, length,
+    D))."""
 
     def __init__(self, block, batch: int, length: int, dtype):
         att, mlp = block.attention, block.mlp
@@ -217,10 +219,9 @@ class _Generation:
             new, start = tokens[:, -limit:], 0
         steps = new.shape[1]
         x = self.embedding[new] + self.positions[start : start + steps]  # (B, T, C)
-        mask = None
-        if steps > 1:  # a new position sees the cached ones and the new ones up to itself
-            seen = np.arange(start + steps)[None] <= np.arange(start, start + steps)[:, None]
-            mask = np.where(seen, 0, -np.inf).astype(x.dtype)
+        mask = None  # one new position sees every cached one
+        if steps > 1:  # module 12's mask: each new position up to itself
+            mask = causal_mask(steps, past_len=start).astype(x.dtype, copy=False)
         for block in self.blocks:
             x = block(x, start, mask)
         self.cached = start + steps
