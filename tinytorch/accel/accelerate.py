@@ -15,9 +15,10 @@ so when that array is large (`AUTO_VALUES`). Module 13's block (part "layernorm"
 LayerNorms) writes a training residual sum into its branch's array (`FastBlock`), so the graph
 keeps the sum but not the attention's or MLP's output beside it. A GPT also splits each training
 batch over the cores (`tinytorch.accel.parallel.split_batch`: forked workers on Linux, threads
-elsewhere; `workers=1` keeps it whole). With module 21 in the package, a Llama's parts
-("rmsnorm", "rotary", "swiglu", "gqa") and its batch split come from the given
-`tinytorch.accel.llama` (`_later_parts`); `PARTS` stays the GPT's.
+elsewhere; `workers=1` keeps it whole), and with module 17 in the package generates through
+`tinytorch.accel.decode` (one numpy pass a token, the same tokens). With module 21 in the
+package, a Llama's parts ("rmsnorm", "rotary", "swiglu", "gqa") and its batch split come from
+the given `tinytorch.accel.llama` (`_later_parts`); `PARTS` stays the GPT's.
 """
 
 import copy
@@ -350,13 +351,8 @@ def _later_parts():
     """The given fast paths of later modules (module 21's Llama): (FAST, its models); empty
     when the package does not hold those modules yet, or holds a module 21 they cannot import
     (a GPT's acceleration never depends on a later lesson)."""
-    try:
-        llama = importlib.import_module("tinytorch.accel.llama")
-    except ImportError as err:  # the file, or a name of module 21 it imports, is missing
-        if not (err.name or "").startswith("tinytorch."):
-            raise
-        return {}, ()
-    return llama.FAST, llama.MODELS
+    llama = _given_later("tinytorch.accel.llama")
+    return ({}, ()) if llama is None else (llama.FAST, llama.MODELS)
 
 
 def _check_parts(parts, later: dict) -> tuple:
@@ -378,7 +374,9 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
     forward also splits its batch into `workers` slices (default: one per core, at most 4;
     `workers=1`: never), so a loop of `model(x)`, `loss.backward()` uses every core: on forked
     worker processes that share the weights where the system forks (Linux), else on threads;
-    `processes=False` chooses threads (`tinytorch.accel.parallel.split_batch`).
+    `processes=False` chooses threads (`tinytorch.accel.parallel.split_batch`). With module 17
+    in the package a GPT's cached `generate` runs in one numpy pass a token
+    (`tinytorch.accel.decode`, `fast_generation`), while its layers stay accelerated.
     """
     later, models = _later_parts()
     parts = _check_parts(parts, later)
@@ -427,13 +425,19 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
 def _whole_token_decoder():
     """The given `tinytorch.accel.decode`'s decoder, or None: the package holds no module 17
     (its cache) yet, so it has no decode.py either (tito/curriculum/catalog.py GIVEN_REQUIRES)."""
+    decode = _given_later("tinytorch.accel.decode")
+    return None if decode is None else decode.WholeTokenDecoder()
+
+
+def _given_later(name: str):
+    """A given file that builds on a later module, or None when the package does not hold it
+    (or holds a later module that it cannot import) yet."""
     try:
-        from tinytorch.accel.decode import WholeTokenDecoder
-    except ImportError as err:  # the file, or module 17's files it imports, is missing
+        return importlib.import_module(name)
+    except ImportError as err:  # the file, or a name of the later module it imports, is missing
         if not (err.name or "").startswith("tinytorch."):
             raise
         return None
-    return WholeTokenDecoder()
 
 
 def plain(obj):
