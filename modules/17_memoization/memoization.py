@@ -399,7 +399,9 @@ def cached_generate(model, prompt_tokens, max_new_tokens=50, temperature=1.0, to
 # Time for one new token at context length `n`, without the cache (a forward over all `n`
 # positions, what `generate(use_cache=False)` does each step) and with it (one position against
 # `n` cached ones). The measurement runs here, in the notebook; the project's benchmark
-# (`benchmarks/`) measures whole generations against PyTorch.
+# (`benchmarks/`) measures whole generations against PyTorch. There the GPT is module 18's
+# accelerated one, which runs these same steps in one numpy pass a token instead of a layer
+# call per operation (the given `tinytorch/accel/decode.py`, worth reading after module 18).
 
 # %% tags=["demo"]
 import time
