@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import oracle
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tinytorch.accel.accelerate import accelerate, plain
 from tinytorch.accel.decode import WholeTokenDecoder, _Generation, fits
@@ -77,6 +79,34 @@ def test_generate_writes_module_17s_tokens_for_every_sampling_option(overrides, 
         ours = gpt.generate(prompt, max_new_tokens=15, **kwargs)  # slides past 10
         assert ours.shape == (2, 18)
         np.testing.assert_array_equal(ours, theirs)
+
+
+@settings(max_examples=20, deadline=None)
+@given(heads=st.integers(1, 3), head_dim=st.integers(1, 5), layers=st.integers(1, 2),
+       context=st.integers(2, 7), batch=st.integers(1, 3), prompt=st.integers(1, 9),
+       new=st.integers(0, 8), ratio=st.sampled_from([1, 2.5, 4]), tied=st.booleans(),
+       post_norm=st.booleans(), seed=st.integers(0, 2**16))  # fmt: skip
+def test_any_shape_generates_module_17s_tokens_and_logits(
+    heads, head_dim, layers, context, batch, prompt, new, ratio, tied, post_norm, seed
+):
+    np.random.seed(seed)
+    gpt = GPT(vocab_size=11, embed_dim=heads * head_dim, num_layers=layers, num_heads=heads,
+              max_seq_len=context, mlp_ratio=ratio, tie_weights=tied,
+              norm_first=not post_norm)  # fmt: skip
+    for p in gpt.parameters():
+        p.data *= 20 if p.ndim == 2 else 1
+    accelerate(gpt, workers=1)
+    assert fits(gpt)
+    tokens = np.random.default_rng(seed).integers(0, 11, (batch, prompt + new))
+    run, caches = _Generation(gpt, batch, min(context, prompt + new)), new_caches(gpt)
+    with no_grad():
+        for end in range(prompt, prompt + new + 1):  # the prompt, then one at a time, sliding
+            np.testing.assert_allclose(run.next_logits(tokens[:, :end]),
+                                       _next_logits(gpt, tokens[:, :end], caches),
+                                       rtol=1e-4, atol=1e-4)  # fmt: skip
+    prompt_ids = tokens[:, :prompt]
+    np.testing.assert_array_equal(gpt.generate(prompt_ids, new, temperature=0),
+                                  cached_generate(gpt, prompt_ids, new, temperature=0))  # fmt: skip
 
 
 def test_the_caches_hold_the_positions_the_call_can_reach(monkeypatch):
