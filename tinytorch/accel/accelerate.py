@@ -415,18 +415,11 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
             layer.recompute = None if recompute is None else bool(recompute)
     if isinstance(obj, (GPT, *models)):  # its class stays: the split is one attribute of obj
         split_batch(obj, default_workers() if workers is None else workers, processes)
-    if isinstance(obj, GPT):  # its cached generation in one numpy pass a token, with module 17
-        decoder = _whole_token_decoder()
-        if decoder is not None:
-            obj.fast_generation = decoder
+    # its cached generation in one numpy pass a token (no decode.py yet without module 17)
+    decode = _given_later("tinytorch.accel.decode") if isinstance(obj, GPT) else None
+    if decode is not None:
+        obj.fast_generation = decode.WholeTokenDecoder()
     return obj
-
-
-def _whole_token_decoder():
-    """The given `tinytorch.accel.decode`'s decoder, or None: the package holds no module 17
-    (its cache) yet, so it has no decode.py either (tito/curriculum/catalog.py GIVEN_REQUIRES)."""
-    decode = _given_later("tinytorch.accel.decode")
-    return None if decode is None else decode.WholeTokenDecoder()
 
 
 def _given_later(name: str):
