@@ -166,15 +166,9 @@ def _shares(size: int, count: int) -> list[list[slice]]:
     each (not as many blocks: a small GPT's 7 blocks, the last one short, gave this process 4
     full ones and a worker 2 and the short one, 1.75 against 1.09 ms), each share as blocks of
     at most `blocking.BLOCK` values."""
-    step = SHARE_ALIGN
-    cut = [min(size, round(i * size / count / step) * step) for i in range(count)] + [size]
-    return [
-        [
-            slice(start, min(start + blocking.BLOCK, end))
-            for start in range(begin, end, blocking.BLOCK)
-        ]
-        for begin, end in zip(cut, cut[1:])
-    ]
+    cut = [min(size, round(i * size / count / SHARE_ALIGN) * SHARE_ALIGN) for i in range(count)]
+    cut.append(size)
+    return [blocking.blocks(end, start=begin) for begin, end in zip(cut, cut[1:])]
 
 
 def _moment_views(jobs, offsets, moments) -> None:

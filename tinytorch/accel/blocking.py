@@ -21,11 +21,11 @@ import numpy as np
 BLOCK = 1 << 17  # values per block: 512 KiB of float32, half a core's L2 cache here
 
 
-def blocks(size: int, block: int | None = None) -> list[slice]:
-    """Slices covering `range(size)`, `block` values each (default BLOCK; the last may be
-    shorter)."""
+def blocks(size: int, block: int | None = None, start: int = 0) -> list[slice]:
+    """Slices covering `range(start, size)`, `block` values each (default BLOCK; the last may
+    be shorter)."""
     block = BLOCK if block is None else block
-    return [slice(start, start + block) for start in range(0, size, block)]
+    return [slice(first, min(first + block, size)) for first in range(start, size, block)]
 
 
 def row_blocks(rows: int, width: int) -> list[slice]:

@@ -91,7 +91,7 @@ def _weight_bias(linear):
     return linear.weight.data, None if linear.bias is None else linear.bias.data
 
 
-def _fused(projections, scale: float, dtype) -> tuple:
+def _fused(projections, scale: float) -> tuple:
     """q, k and v's weights (and biases) side by side, q's scaled: a copy, the model's own
     weights stay as they are."""
     size = projections[0].weight.shape[1]
@@ -99,7 +99,7 @@ def _fused(projections, scale: float, dtype) -> tuple:
     weight[:, :size] *= scale
     if all(p.bias is None for p in projections):
         return weight, None
-    zeros = np.zeros(size, dtype)
+    zeros = np.zeros(size, weight.dtype)
     bias = np.concatenate([zeros if p.bias is None else p.bias.data for p in projections])
     bias[:size] *= scale
     return weight, bias
@@ -141,9 +141,10 @@ class _Block:
         self.heads, self.head_dim = att.num_heads, att.head_dim
         self.scale = float(1 / np.sqrt(att.head_dim))
         projections = (att.q_proj, att.k_proj, att.v_proj)
-        self.qkv = [_weight_bias(p) for p in projections]
         if sum(p.weight.data.nbytes for p in projections) <= FUSE_BYTES:
-            self.qkv = [_fused(projections, self.scale, dtype)]
+            self.qkv = [_fused(projections, self.scale)]
+        else:
+            self.qkv = [_weight_bias(p) for p in projections]
         self.out = _weight_bias(att.out_proj)
         self.up, self.down = _weight_bias(mlp.linear1), _weight_bias(mlp.linear2)
         self.norm1, self.norm2 = _Norm(block.ln1, dtype), _Norm(block.ln2, dtype)
