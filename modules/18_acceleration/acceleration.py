@@ -44,16 +44,8 @@ import math
 
 import numpy as np
 
-from tinytorch.accel.blocking import (  # given: how arrays are cut into cache-sized blocks
-    batch_part,
-    block_scratch,
-    blocks,
-    head_blocks,
-    heads_buffer,
-    mean_last,
-    row_blocks,
-    sum_leading,
-)
+from tinytorch.accel.blocking import mean_last, sum_leading  # given: fast row and column sums
+from tinytorch.accel.fused import BlockedAttention, BlockedGELU, BlockedLayerNorm  # given loops
 from tinytorch.core.tensor import Function
 
 GELU_SCALE = math.sqrt(2.0 / math.pi)  # GELU's tanh approximation, as module 02 writes it
@@ -64,10 +56,10 @@ GELU_CUBIC = 0.044715
 # ## 1. Softmax in place
 #
 # Module 02's softmax makes three arrays; here the `(B, H, T, T)` scores, attention's largest
-# array, *become* the weights: subtract the row maximum in place (`np.subtract(s, peak, out=s)`),
-# exponentiate in place, multiply by the reciprocal of the row sums. numpy reduces many short rows
-# slowly, so the sums are one product with ones (`scores @ np.ones(n)`), and the maximum takes a
-# starting value, `scores.max(axis=-1, keepdims=True, initial=-np.inf)`: 2.5x faster here.
+# array, *become* the weights: subtract the row maximum, exponentiate and multiply by the
+# reciprocal of the row sums, all in place (`np.subtract(s, peak, out=s)`). numpy reduces many
+# short rows slowly: take the sums as one product with ones (`scores @ np.ones(n)`) and the maximum
+# with a starting value, `scores.max(axis=-1, keepdims=True, initial=-np.inf)` (2.5x faster).
 # A row whose keys are all blocked is all -inf, and -inf - (-inf) is NaN: use 0 as that row's
 # maximum (it then exponentiates to zeros) and leave the all-zero row as it is instead of
 # dividing by zero. Given `lse`, also write each row's log-sum-exp `log Σ_j exp(s_j)` into it,
@@ -112,9 +104,10 @@ def softmax_rows_(scores: np.ndarray, lse: np.ndarray | None = None) -> np.ndarr
 # Scale `dO` once (`g = dO / sqrt(d)`): `dW` and the correction, made from it, come out scaled,
 # and `dS` needs no pass of its own; the correction is `np.einsum("...d,...d->...", g, out)`.
 #
-# The given code runs both directions a block of the batch at a time (`head_blocks`: about
-# `BLOCK` score values each), so a block's scores, weights and `dS` stay in the core's cache from
-# the product that makes them to the one that uses them. You write one block:
+# The given `BlockedAttention` (`tinytorch/accel/fused.py`) runs both directions a block of the
+# batch at a time (`head_blocks`: about `BLOCK` score values each), so a block's scores, weights
+# and `dS` stay in the core's cache from the product that makes them to the one that uses them.
+# `FusedAttention` is that loop with the two kernels you write for one block:
 # `_attention_weights(q, k, mask, scale, out, lse, known)` puts the weights into `out` (None: a
 # fresh array), and `_attention_grads(w, q, k, v, out, grad, scale, dq, dk, dv)` writes the
 # gradients into the arrays it is handed (`np.matmul(a, b, out=dq)`; None: not needed). The given
@@ -162,63 +155,21 @@ def _attention_grads(w, q, k, v, out, grad, scale, dq, dk, dv) -> None:
     ### END SOLUTION
 
 
-class FusedAttention(Function):
-    """softmax(q kᵀ / sqrt(d) + mask) v as one node; inputs q, k, v or one packed (3, ...)."""
+class FusedAttention(BlockedAttention):
+    """softmax(q kᵀ / sqrt(d) + mask) v as one node: the given block loop with your kernels."""
 
-    def forward(self, *qkv, mask=None, on_weights=None, recompute=False):
-        self.packed = len(qkv) == 1
-        q, k, v = qkv[0] if self.packed else qkv
-        self.scale = q.dtype.type(1.0 / np.sqrt(q.shape[-1]))
-        self.lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-        self.shape = (*self.lead, q.shape[-2], k.shape[-2])  # the scores (..., Tq, Tk)
-        kept = None if recompute and on_weights is None else np.empty(self.shape, q.dtype)
-        self.lse = np.empty((*self.shape[:-1], 1), q.dtype) if recompute else None
-        out = heads_buffer((*self.shape[:-1], v.shape[-1]), v.dtype)  # (..., Tq, Dv)
-        n = len(self.shape)
-        for part in head_blocks(self.shape):
-            arrays = (q, k, v, mask, kept, self.lse)
-            qp, kp, vp, mp, wp, lp = (batch_part(a, part, n) for a in arrays)
-            w = _attention_weights(qp, kp, mp, self.scale, wp, lp)
-            np.matmul(w, vp, out=out[part])
-        if on_weights is not None:
-            on_weights(kept)
-        self.q, self.k, self.v, self.out, self.mask = q, k, v, out, mask
-        self.weights = None if recompute else kept
-        return out
-
-    def backward(self, grad):
-        q, k, v, n = self.q, self.k, self.v, len(self.shape)
-        if self.packed:  # one packed gradient, its three parts written in place
-            packed = heads_buffer((*self.lead, *q.shape[-2:]), q.dtype, count=3)
-            grads = list(packed) if self.needs_grad[0] else [None] * 3
-        else:  # in the broadcast shape; the engine sums broadcast axes away
-            grads = [heads_buffer((*self.lead, *a.shape[-2:]), a.dtype) if need else None
-                     for a, need in zip((q, k, v), self.needs_grad)]  # fmt: skip
-        for part in head_blocks(self.shape):
-            qp, kp, vp = (batch_part(a, part, n) for a in (q, k, v))
-            if self.weights is None:  # recomputed, this block only
-                mp, lp = batch_part(self.mask, part, n), self.lse[part]
-                w = _attention_weights(qp, kp, mp, self.scale, lse=lp, known=True)
-            else:
-                w = self.weights[part]
-            dq, dk, dv = (None if d is None else d[part] for d in grads)
-            _attention_grads(w, qp, kp, vp, self.out[part], grad[part], self.scale, dq, dk, dv)
-        if self.packed:
-            return (packed if self.needs_grad[0] else None,)
-        return tuple(grads)
+    block_weights, block_grads = staticmethod(_attention_weights), staticmethod(_attention_grads)
 
 
 # %% [markdown]
 # ## 3. The three projections as one node
 #
-# Module 12's layer projects `x` three times, splits each into heads with a reshape and a
-# transpose, and autograd keeps nine nodes. `QKVProjection` puts the n weights side by side,
-# `W = [W_1 ... W_n]` `(E, n·E)`, and makes all n projections of the `(B·T, E)` rows with one
-# matrix product `(B·T, n·E)`. Read as `(B, T, n, H, D)` and transposed, that product is the heads
-# `(n, B, H, T, D)` (`(B, H, T, D)` for n = 1) as a strided view. Add the biases `[b_1 ... b_n]`
-# to the product in place, then copy the view once (`np.ascontiguousarray`). Measured: attention's
-# products on strided heads cost more than the copy; one `np.add` from view to heads, more still.
-#
+# Module 12's layer projects `x` three times and splits each into heads: nine nodes.
+# `QKVProjection` puts the n weights side by side, `W = [W_1 ... W_n]` `(E, n·E)`, and makes all n
+# projections of the `(B·T, E)` rows with one product `(B·T, n·E)`; read as `(B, T, n, H, D)` and
+# transposed, it is the heads `(n, B, H, T, D)` (`(B, H, T, D)` for n = 1), a strided view. Add
+# the biases `[b_1 ... b_n]` to the product in place, then copy the view once
+# (`np.ascontiguousarray`): attention's products on strided heads cost more than the copy.
 # The backward reads `g` `(B·T, n·E)` in that order (section 2 stores it so): `dx = g Wᵀ`,
 # `dW = xᵀ g` (column blocks `dW_i`), `db = Σ_rows g`, two products for all n; skip unneeded ones.
 
@@ -281,8 +232,8 @@ class QKVProjection(Function):
 # Writing fresh memory is dear (a kept `x_hat` took a quarter of the forward) and the graph keeps
 # `x` anyway: keep each row's `mean` and `rstd` only and centre again in the backward, with
 # `Σ dy · x_hat = rstdᵀ (dy · xc)`, `mean(g) = (dy @ gamma) / C` and `x_hat · mean(g · x_hat) =
-# xc · rstd² · ((dy · xc) @ gamma) / C`. The given code runs a block of rows (about `BLOCK` values)
-# at a time; you write one block, into the given arrays: `_layernorm_rows(x, gamma, beta, eps,
+# xc · rstd² · ((dy · xc) @ gamma) / C`. The given `BlockedLayerNorm` runs a block of rows (about
+# `BLOCK` values) at a time; you write one block, into the given arrays: `_layernorm_rows(x, gamma, beta, eps,
 # out, mean, rstd)` fills `out`, `mean` and `rstd` `(rows, 1)`; `_layernorm_grads(grad, x, mean,
 # rstd, gamma, gx, ggamma, gbeta)` fills `gx` and adds the block's sums into `ggamma` and `gbeta`
 # (each None when nobody needs it).
@@ -322,28 +273,10 @@ def _layernorm_grads(grad, x, mean, rstd, gamma, gx, ggamma, gbeta) -> None:
     ### END SOLUTION
 
 
-class FusedLayerNorm(Function):
-    """Layer norm over the last axis, one node: y = gamma * (x - mean) / sqrt(var + eps) + beta."""
+class FusedLayerNorm(BlockedLayerNorm):
+    """Layer norm over the last axis, one node: the given block loop with your kernels."""
 
-    def forward(self, x, gamma, beta, eps=1e-5):
-        rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])  # (rows, C)
-        out, self.rows, self.gamma, self.shape = np.empty_like(rows), rows, gamma, x.shape
-        self.mean, self.rstd = (np.empty((len(rows), 1), rows.dtype) for _ in range(2))
-        for part in row_blocks(*rows.shape):
-            _layernorm_rows(rows[part], gamma, beta, eps, out[part], self.mean[part],
-                            self.rstd[part])  # fmt: skip
-        return out.reshape(x.shape)
-
-    def backward(self, grad):
-        rows = self.rows
-        grad = np.ascontiguousarray(grad).reshape(rows.shape)
-        gx = np.empty_like(rows) if self.needs_grad[0] else None
-        ggamma, gbeta = (np.zeros(rows.shape[1], rows.dtype) if need else None
-                         for need in self.needs_grad[1:3])  # fmt: skip
-        for part in row_blocks(*rows.shape):
-            _layernorm_grads(grad[part], rows[part], self.mean[part], self.rstd[part], self.gamma,
-                             None if gx is None else gx[part], ggamma, gbeta)  # fmt: skip
-        return None if gx is None else gx.reshape(self.shape), ggamma, gbeta
+    block_rows, block_grads = staticmethod(_layernorm_rows), staticmethod(_layernorm_grads)
 
 
 # %% [markdown]
@@ -352,7 +285,7 @@ class FusedLayerNorm(Function):
 # GELU (tanh approximation) is `½ x (1 + t)` with `t = tanh(u)`, `u = s (x + c x³)`. Module 02
 # makes a new `(B, T, 4C)` array per operator; steps in place (`np.multiply(x, x, out=t)`, ...)
 # save those, but each is still a pass over more MiB than the core's cache holds. So the given
-# code runs all the steps on one block of `BLOCK` values (`blocks(n)`) while it is in cache.
+# `BlockedGELU` runs all the steps on one block of `BLOCK` values while it is in cache.
 #
 # `_gelu_tanh(x, t)` writes `t` for one block; the given forward writes `½ x (1 + t)` and keeps
 # `x` and `t` (with `recompute=True` only `x`; the backward recomputes `t` block by block).
@@ -394,38 +327,10 @@ def _gelu_slope(x, t, grad, out, spare) -> None:
     ### END SOLUTION
 
 
-class FusedGELU(Function):
-    """GELU, tanh approximation, block by block; `recompute` keeps only x."""
+class FusedGELU(BlockedGELU):
+    """GELU, tanh approximation, one node: the given block loop with your kernels."""
 
-    def forward(self, x, recompute=False):
-        x = np.ascontiguousarray(x)  # flat views below need one memory order
-        flat, out = x.reshape(-1), np.empty(x.size, x.dtype)
-        t = None if recompute else np.empty_like(flat)
-        scratch = block_scratch(x.size, x.dtype)
-        for part in blocks(x.size):
-            xs, os = flat[part], out[part]
-            ts = scratch[: xs.size] if recompute else t[part]
-            _gelu_tanh(xs, ts)
-            np.multiply(ts, 0.5, out=os)  # ½ x (1 + t)
-            os += 0.5
-            os *= xs
-        self.x, self.t = x, None if recompute else t.reshape(x.shape)
-        return out.reshape(x.shape)
-
-    def backward(self, grad):
-        flat, grad = self.x.reshape(-1), np.ascontiguousarray(grad).reshape(-1)
-        kept = None if self.t is None else self.t.reshape(-1)
-        slope = np.empty_like(flat)
-        spare, scratch = (block_scratch(flat.size, flat.dtype) for _ in range(2))
-        for part in blocks(flat.size):
-            xs = flat[part]
-            if kept is None:  # recomputed: t of this block only, while x is in cache
-                ts = scratch[: xs.size]
-                _gelu_tanh(xs, ts)
-            else:
-                ts = kept[part]
-            _gelu_slope(xs, ts, grad[part], slope[part], spare[: xs.size])
-        return (slope.reshape(self.x.shape),)
+    block_tanh, block_slope = staticmethod(_gelu_tanh), staticmethod(_gelu_slope)
 
 
 # %% [markdown]
@@ -464,17 +369,16 @@ class SortedEmbeddingLookup(Function):
 # %% [markdown]
 # ## 7. AdamW without temporaries
 #
-# Module 06's update, as the paper writes it:
+# Module 06's update, `m̂ = m / (1 − β1ᵗ)` and `v̂ = v / (1 − β2ᵗ)`:
 #
 #     m = β1 m + (1 − β1) g     v = β2 v + (1 − β2) g²     p −= lr · m̂ / (sqrt(v̂) + eps)
 #
-# with `m̂ = m / (1 − β1ᵗ)` and `v̂ = v / (1 − β2ᵗ)`: a dozen parameter-sized temporaries per
-# parameter per step. `_fused_update(p, state, g)` updates the moments in place and builds the
-# step in one scratch buffer shared by every parameter (`self._buffer(p)`, given); the two bias
-# corrections are numbers, folded into the step size and the denominator. The state keeps module
-# 06's names (`step`, `exp_avg`, `exp_avg_sq`, made on the first update), so checkpoints move
-# between the two. Weight decay is not yours: the given `step` of `accelerate(optimizer)` applies
-# it (AdamW shrinks `p`, Adam adds `wd · p` to `g`), then calls `_fused_update`.
+# as written, makes a dozen parameter-sized temporaries per parameter per step.
+# `_fused_update(p, state, g)` updates the moments in place and builds the step in one scratch
+# buffer shared by every parameter (`self._buffer(p)`, given); the bias corrections are numbers,
+# folded into the step size and the denominator. The state keeps module 06's names (`step`,
+# `exp_avg`, `exp_avg_sq`, made on the first update), so checkpoints move between the two. The
+# given `step` applies weight decay (AdamW shrinks `p`, Adam adds `wd · p` to `g`), then yours.
 
 # %%
 #| export accel.optim
@@ -525,22 +429,17 @@ class FusedAdam:
 
 
 # %% [markdown]
-# ## 8. Using the kernels: `accelerate` and `DataParallel` (given)
+# ## 8. Using the kernels, and what each buys (given)
 #
 # `accelerate(model)` (`tinytorch/accel/accelerate.py`) gives each attention, LayerNorm, GELU and
-# embedding layer a subclass of its own class whose `forward` calls your kernels; `plain(model)`
-# undoes it, `accelerated(model)` names the fast parts, and what a fast path does not cover (a
-# boolean mask, a wrong shape) goes to the lesson's `forward`. `accelerate(optimizer)` mixes in
-# your `FusedAdam`. `DataParallel(model, workers=2)` (`tinytorch/accel/parallel.py`) sums the
-# gradients of a batch's halves run on two threads; an accelerated GPT splits its own batches, on
-# Linux with a forked process that shares the weights (`tinytorch/accel/processes.py`: threads
-# wait for each other's Python lock at every numpy call). `tito module export 18` after a change.
-#
-# ## 9. What each step buys
-#
-# `step_ms(parts, workers=1, recompute=False)` (given) trains a fresh small GPT with `parts`
-# accelerated and returns the fastest of four full steps after a warm-up: the lesson way, then one
-# fast piece after another, then recomputation, then two threads. Expect noise on a busy machine.
+# embedding layer a subclass whose `forward` calls your kernels (what a fast path does not cover,
+# a boolean mask or a wrong shape, goes to the lesson's `forward`); `plain(model)` undoes it,
+# `accelerated(model)` names the fast parts and `accelerate(optimizer)` mixes in your `FusedAdam`.
+# An accelerated GPT splits its batches over the cores (on Linux a forked process that shares the
+# weights); `DataParallel(model, workers=2)` splits one over threads. Export (`tito module export
+# 18`) after a change. `step_ms(parts, workers=1, recompute=False)` trains a fresh small GPT with
+# `parts` accelerated and returns the fastest of four steps after a warm-up: the lesson way, then
+# one fast piece after another, then recomputation, then two threads (noisy on a busy machine).
 
 # %% tags=["demo"]
 from tinytorch.accel.accelerate import PARTS, step_ms

@@ -67,6 +67,15 @@ def test_exported_files_keep_their_line_budget():
     assert not too_long
 
 
+def test_machinery_heavy_lessons_stay_an_afternoon_long():
+    # issue 37: modules 14 (counting and measuring) and 18 (the fused kernels) read in an hour or
+    # two once their product code became given files; a loop or report that grows back into the
+    # lesson belongs in tinytorch/ (module 18's block loops are tinytorch/accel/fused.py)
+    for number in (14, 18):
+        source = Path(PACKAGE_ROOT, find(number).source)
+        assert len(source.read_text().splitlines()) <= 600, f"{source.name} is over 600 lines"
+
+
 def test_find_by_number_and_name():
     assert find("13") is find("transformers") is find(13) is find("13_transformers")
 

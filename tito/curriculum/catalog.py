@@ -154,6 +154,7 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/profile/report.py": (14,),  # the machine's roofs, the table and the plots
     "tinytorch/profile/tour.py": (6, 7, 13, 14),  # module 14's notebook tour of a trained GPT
     "tinytorch/accel/blocking.py": (),  # module 18's blocks: cache-sized pieces of arrays
+    "tinytorch/accel/fused.py": (1,),  # module 18's block loops around its kernels
     "tinytorch/accel/parallel.py": (3,),  # DataParallel: a batch split over threads
     "tinytorch/accel/workers.py": (3,),  # forked processes that run a model's slices on command
     "tinytorch/accel/processes.py": (3,),  # the batch split over forked workers (Linux)
