@@ -366,3 +366,20 @@ def test_a_changed_setting_or_layer_reaches_the_worker(rng):
         loss_and_grads(split, x, y)
         steps.append(worker_pids(split))
     assert steps[1] == steps[2] == steps[3]
+
+
+def test_no_parts_splits_the_batch_and_keeps_every_layer_the_lessons(rng):
+    # accelerate(model, parts=()): the student's own lesson code on every core, as the GPT
+    # milestone runs a student who completed 01-13 and not 18
+    from tinytorch.core.attention import MultiHeadAttention
+    from tinytorch.nn import LayerNorm
+
+    x, y = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+    split = accelerate(gpt(), parts=(), workers=2, processes=True)
+    assert accelerated(split) == set()
+    block = split.blocks[0]
+    assert type(block.attention) is MultiHeadAttention and type(block.ln1) is LayerNorm
+    loss_and_grads(split, x, y)
+    (pid,) = worker_pids(split)
+    assert pid != os.getpid() and alive(pid)
+    close(loss_and_grads(split, x, y)[3], loss_and_grads(gpt(), x, y)[3])  # the lessons, unsplit
