@@ -567,16 +567,20 @@ class Llama(Module):
         """Continue every prompt row, as GPT.generate does; returns ids (B, prompt + new).
 
         `use_cache` (default True) keeps the kv heads in module 17's caches; False recomputes the
-        context every step. The tokens are the same either way.
+        context every step. The tokens are the same either way; an accelerated Llama runs
+        these steps in one numpy pass a token (the given tinytorch/accel/decode_llama.py).
         """
+        steer = {"stop_token": stop_token, "top_p": top_p, "repetition_penalty": repetition_penalty}
+        fast = getattr(self, "fast_generation", None)  # set by module 18's accelerate
+        if use_cache and fast is not None and fast.runs(self):
+            return fast.cached_generate(self, prompt_tokens, max_new_tokens, temperature, top_k,
+                                        seed, **steer)  # fmt: skip
         _check_generate_args(max_new_tokens, temperature, top_k, self.vocab_size, stop_token)
         tokens = token_ids_2d(prompt_tokens, self.vocab_size)  # (B, T)
         caches = self.new_caches() if use_cache else None
         return sampling_loop(tokens, lambda ids: self._next_logits(ids, caches), sample_next,
                              max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
-                             stop_token=stop_token, top_p=top_p,
-                             repetition_penalty=repetition_penalty,
-                             context=self.max_seq_len)  # fmt: skip
+                             context=self.max_seq_len, **steer)  # fmt: skip
 
 
 # %% [markdown]

@@ -416,7 +416,8 @@ def accelerate(obj, parts=None, *, recompute: bool | None = None, workers: int |
     if isinstance(obj, (GPT, *models)):  # its class stays: the split is one attribute of obj
         split_batch(obj, default_workers() if workers is None else workers, processes)
     # its cached generation in one numpy pass a token (no decode.py yet without module 17)
-    decode = _given_later("tinytorch.accel.decode") if isinstance(obj, GPT) else None
+    name = "decode" if isinstance(obj, GPT) else "decode_llama" if isinstance(obj, models) else ""
+    decode = _given_later(f"tinytorch.accel.{name}") if name else None
     if decode is not None:
         obj.fast_generation = decode.WholeTokenDecoder()
     return obj

@@ -160,6 +160,7 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/accel/processes.py": (3,),  # the batch split over forked workers (Linux)
     "tinytorch/accel/accelerate.py": (2, 4, 6, 11, 12, 13, 18),  # module 18's kernels in a model
     "tinytorch/accel/decode.py": (2, 4, 6, 11, 12, 13, 17, 18),  # an accelerated GPT's cache
+    "tinytorch/accel/decode_llama.py": (2, 4, 6, 11, 12, 13, 17, 18, 21),  # and a Llama's
     "tinytorch/accel/adamw.py": (3, 18),  # accelerate(optimizer): module 18's update, flat too
     "tinytorch/accel/llama.py": (18, 21),  # accelerate's fast paths for module 21's Llama parts
     "tinytorch/bench/quartiles.py": (),  # median and quartiles of timings (modules 14, 19)
