@@ -11,7 +11,7 @@ import torch
 
 from benchmarks.common import ROOT, Row, config, tiny_model
 from benchmarks.torch_llama import TorchLlama
-from tinytorch.accel.accelerate import accelerated
+from tinytorch.accel.accelerate import accelerate, accelerated
 from tinytorch.models.llama import Llama
 
 TRAIN = Row("llama_train_small", "train", "small", batch=4, seq_len=16, steps=1, warmup=1,
@@ -39,11 +39,15 @@ def test_same_logits_as_tinytorch(kv_heads, tie):
     np.testing.assert_allclose(theirs, model(tokens).data, rtol=1e-4, atol=1e-4)
 
 
-def test_cached_greedy_tokens_equal_tinytorchs_even_when_the_window_slides():
+@pytest.mark.parametrize("fast", [False, True], ids=["lesson", "accelerated"])
+def test_cached_greedy_tokens_equal_tinytorchs_even_when_the_window_slides(fast):
     model = small_llama()
     prompt = np.random.default_rng(1).integers(0, 30, (2, 5))
     ref = TorchLlama.from_tinytorch(model)
     out = ref.generate(torch.from_numpy(prompt), 14).numpy()  # past max_seq_len 12
+    if fast:  # the whole-token path of tinytorch/accel/decode_llama.py
+        accelerate(model, workers=1)
+        assert model.fast_generation.runs(model)
     np.testing.assert_array_equal(out, model.generate(prompt, 14, temperature=0))
 
 
