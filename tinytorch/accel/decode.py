@@ -211,6 +211,9 @@ class _Generation:
         else:
             self.head = _weight_bias(model.lm_head)
 
+    def _embed(self, new: np.ndarray, start: int) -> np.ndarray:
+        return self.embedding[new] + self.positions[start : start + new.shape[1]]
+
     def next_logits(self, tokens: np.ndarray) -> np.ndarray:
         """Logits (B, V) of the next position, as module 17's `_next_logits` gives them."""
         limit = self.model.max_seq_len
@@ -219,7 +222,7 @@ class _Generation:
         else:  # the first step, or the window slid: every position again
             new, start = tokens[:, -limit:], 0
         steps = new.shape[1]
-        x = self.embedding[new] + self.positions[start : start + steps]  # (B, T, C)
+        x = self._embed(new, start)  # (B, T, C), a new array
         mask = None  # one new position sees every cached one
         if steps > 1:  # module 12's mask: each new position up to itself
             mask = causal_mask(steps, past_len=start).astype(x.dtype, copy=False)
@@ -245,14 +248,22 @@ class WholeTokenDecoder:
         if not fits(model):
             return cached_generate(model, prompt_tokens, max_new_tokens, temperature, top_k,
                                    seed, stop_token, **steer)  # fmt: skip
-        _check_generate_args(max_new_tokens, temperature, top_k, model.vocab_size, stop_token)
-        tokens = token_ids_2d(prompt_tokens, model.vocab_size)  # (B, T)
-        longest = min(model.max_seq_len, tokens.shape[1] + max_new_tokens)  # cached positions
-        run = _Generation(model, len(tokens), longest)
-        return sampling_loop(tokens, run.next_logits, sample_next, max_new_tokens,
-                             temperature=temperature, top_k=top_k, seed=seed,
-                             stop_token=stop_token, context=model.max_seq_len,
-                             **steer)  # fmt: skip
+        return whole_tokens(model, _Generation, prompt_tokens, max_new_tokens, temperature,
+                            top_k, seed, stop_token, **steer)  # fmt: skip
+
+
+def whole_tokens(model, generation: type, prompt_tokens, max_new_tokens, temperature, top_k,
+                 seed, stop_token, top_p, repetition_penalty) -> np.ndarray:  # fmt: skip
+    """`sampling_loop` over a `generation` (a `_Generation` class) of `model`'s prepared arrays,
+    after the checks every `generate` makes."""
+    _check_generate_args(max_new_tokens, temperature, top_k, model.vocab_size, stop_token)
+    tokens = token_ids_2d(prompt_tokens, model.vocab_size)  # (B, T)
+    longest = min(model.max_seq_len, tokens.shape[1] + max_new_tokens)  # cached positions
+    run = generation(model, len(tokens), longest)
+    return sampling_loop(tokens, run.next_logits, sample_next, max_new_tokens,
+                         temperature=temperature, top_k=top_k, seed=seed, stop_token=stop_token,
+                         context=model.max_seq_len, top_p=top_p,
+                         repetition_penalty=repetition_penalty)  # fmt: skip
 
 
 __all__ = ["WholeTokenDecoder", "fits"]

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinytorch.accel import decode
 from tinytorch.accel.accelerate import FastEmbedding, _lesson_class
-from tinytorch.accel.decode import FUSE_BYTES, _affine, _fast
+from tinytorch.accel.decode import FUSE_BYTES, _fast
 from tinytorch.accel.llama import (
     FastGroupedQueryAttention,
     FastRMSNorm,
@@ -36,12 +37,9 @@ from tinytorch.accel.llama import (
     rotate_pairs_,
     tables,
 )
-from tinytorch.core.attention import causal_mask
 from tinytorch.core.hooks import listeners
 from tinytorch.core.layers import Linear
-from tinytorch.models.decoding import _check_generate_args, sampling_loop
 from tinytorch.models.llama import Llama, LlamaBlock
-from tinytorch.models.transformer import sample_next, token_ids_2d
 
 
 def fits(model) -> bool:
@@ -168,32 +166,19 @@ class _Block:
         return gate @ self.down
 
 
-class _Generation:
-    """The prepared arrays of one generation and how many positions are cached."""
+class _Generation(decode._Generation):
+    """The prepared arrays of one generation and how many positions are cached; its
+    `next_logits` is the GPT's (`Llama._next_logits`'s steps), its tokens carry no positions."""
 
     def __init__(self, model: Llama, batch: int, length: int):
         weight = model.token_embedding.weight.data
         self.model, self.embedding, self.cached = model, weight, 0
         self.blocks = [_Block(block, batch, length, weight.dtype) for block in model.blocks]
         self.norm = _Norm(model.norm, weight.dtype)
-        self.head = weight.T if model.lm_head is None else model.lm_head.weight.data
+        self.head = (weight.T if model.lm_head is None else model.lm_head.weight.data, None)
 
-    def next_logits(self, tokens: np.ndarray) -> np.ndarray:
-        """Logits (B, V) of the next position, as `Llama._next_logits` gives them with caches."""
-        limit = self.model.max_seq_len
-        if self.cached == tokens.shape[1] - 1 and self.cached < limit:
-            new, start = tokens[:, -1:], self.cached  # one new position
-        else:  # the first step, or the window slid: every position again
-            new, start = tokens[:, -limit:], 0
-        steps = new.shape[1]
-        x = self.embedding[new]  # (B, T, C), a copy: no position vectors
-        mask = None  # one new position sees every cached one
-        if steps > 1:  # module 12's mask: each new position up to itself
-            mask = causal_mask(steps, past_len=start).astype(x.dtype, copy=False)
-        for block in self.blocks:
-            x = block(x, start, mask)
-        self.cached = start + steps
-        return _affine(self.norm(x[:, -1]), self.head, None)
+    def _embed(self, new: np.ndarray, start: int) -> np.ndarray:
+        return self.embedding[new]  # a copy: the rotary turn gives the positions
 
 
 class WholeTokenDecoder:
@@ -210,14 +195,9 @@ class WholeTokenDecoder:
         """`Llama.generate(..., use_cache=True)`'s tokens, with the same arguments."""
         if not fits(model):
             raise ValueError("this Llama's layers are not all accelerated: use model.generate")
-        _check_generate_args(max_new_tokens, temperature, top_k, model.vocab_size, stop_token)
-        tokens = token_ids_2d(prompt_tokens, model.vocab_size)  # (B, T)
-        longest = min(model.max_seq_len, tokens.shape[1] + max_new_tokens)  # cached positions
-        run = _Generation(model, len(tokens), longest)
-        return sampling_loop(tokens, run.next_logits, sample_next, max_new_tokens,
-                             temperature=temperature, top_k=top_k, seed=seed,
-                             stop_token=stop_token, context=model.max_seq_len, top_p=top_p,
-                             repetition_penalty=repetition_penalty)  # fmt: skip
+        return decode.whole_tokens(model, _Generation, prompt_tokens, max_new_tokens,
+                                   temperature, top_k, seed, stop_token, top_p,
+                                   repetition_penalty)  # fmt: skip
 
 
 __all__ = ["WholeTokenDecoder", "fits"]
