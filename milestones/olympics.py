@@ -271,6 +271,12 @@ def tokens_per_second(run: Run, transforms: list[str], data_dir: Path | None, re
     return new_tokens(run) / float(np.median(result["seconds"]))
 
 
+def shuffle_order() -> np.random.Generator:
+    """The generator of the memorisation test's sentence order: the system's entropy, drawn at
+    each measurement, so no entry can have seen the order."""
+    return np.random.default_rng()
+
+
 def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats: int = 5,
             untrusted: bool = False, heldout: str | None = None):  # fmt: skip
     """What the tool measures of a run with `transforms` applied: a module 20 `Measured`.
@@ -285,7 +291,7 @@ def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats:
     text = heldout if heldout is not None else heldout_text(run.corpus.text)
     bits = heldout_bits(run, model, text)  # in this process too
     # the memorisation test (milestones/memorisation.py): its sentences in an order drawn now
-    shuffled = heldout_bits(run, model, shuffled_sentences(text, np.random.default_rng()))
+    shuffled = heldout_bits(run, model, shuffled_sentences(text, shuffle_order()))
     return Measured(
         tokens_per_second=tokens_per_second(run, transforms, data_dir, repeats, untrusted),
         bytes=weight_bytes(model),

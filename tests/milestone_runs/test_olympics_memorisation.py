@@ -101,7 +101,12 @@ def test_an_honest_entry_is_not_flagged(honest):
 
 
 @pytest.mark.needs_torch
-def test_an_entry_trained_on_the_held_out_text_is_flagged_and_scores_0(honest, cheat, passage):
+def test_an_entry_trained_on_the_held_out_text_is_flagged_and_scores_0(
+    honest, cheat, passage, monkeypatch
+):
+    # one fixed order: the cheat's gap depends on the order drawn (0.054 to 0.23 bits/char over
+    # 200 orders, median 0.16, 0.175 for this one; the honest run's at most 0.003)
+    monkeypatch.setattr(olympics, "shuffle_order", lambda: np.random.default_rng(0))
     plain = load_run(honest)
     honest_bits = olympics.heldout_bits(plain, plain.model, passage)
     # one baseline given, as a class's run gives it: the honest run's score on the same text
