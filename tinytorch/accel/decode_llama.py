@@ -109,7 +109,8 @@ class _Block:
 
     def __init__(self, block, batch: int, length: int, dtype):
         att, ffn = block.attention, block.feed_forward
-        self.rotary, self.heads, self.dim = att.rotary, att.num_heads, att.head_dim
+        self.heads, self.dim = att.num_heads, att.head_dim
+        self.cos, self.sin = tables(att.rotary, 0, length, dtype)  # every position's, cast once
         self.kv_heads = att.num_kv_heads
         self.sizes = [att.embed_dim, self.kv_heads * self.dim, self.kv_heads * self.dim]
         scale = float(1 / np.sqrt(att.head_dim))
@@ -137,7 +138,7 @@ class _Block:
         batch, steps, embed = shape
         end, groups = start + steps, self.heads // self.kv_heads
         q, k, v = (self._heads(p, batch, steps) for p in _products(rows, self.qkv, self.sizes))
-        cos, sin = tables(self.rotary, start, steps, rows.dtype)
+        cos, sin = self.cos[start:end], self.sin[start:end]
         rotate_pairs_(q, cos, sin)  # q already scaled: the turn is linear
         rotate_pairs_(k, cos, sin)
         self.keys[..., start:end] = k.transpose(0, 1, 3, 2)  # (B, H_kv, D, T)
@@ -150,9 +151,8 @@ class _Block:
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
         heads_out = (scores @ self.values[:, :, :end]).reshape(batch, self.heads, steps, self.dim)
-        return (heads_out.transpose(0, 2, 1, 3).reshape(batch * steps, embed) @ self.out).reshape(
-            shape
-        )
+        merged = heads_out.transpose(0, 2, 1, 3).reshape(batch * steps, embed)  # (B*T, C)
+        return (merged @ self.out).reshape(shape)
 
     def _swiglu(self, rows: np.ndarray) -> np.ndarray:
         a, b = _products(rows, self.gate_up, [self.hidden, self.hidden])
