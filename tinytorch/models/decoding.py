@@ -9,6 +9,8 @@ a bad argument reads the same and a seed draws the same tokens wherever it is pa
 Given product code (tito/curriculum/catalog.py GIVEN), not a lesson; it imports nothing from the course.
 """
 
+import os
+
 import numpy as np
 
 
@@ -97,24 +99,45 @@ def sampling_loop(tokens: np.ndarray, next_logits, sample_next, max_new_tokens: 
 def _cached_generation(use_cache, model=None):
     """Module 17's `tinytorch.memo.generation`, or None: recompute every step.
 
-    `use_cache=None` (the default of `generate`) caches when module 17 is in the package, True
-    insists on it, False never caches. The tokens are the same either way (module 17 tests it).
+    `use_cache=None` (the default of `generate`) caches when module 17 is in the package and
+    written (a student edition ships its stubs until it is published), True insists on it, False
+    never caches. The tokens are the same either way (module 17 tests it).
     A model that `accelerate` gave a `fast_generation` gets that instead: its `cached_generate`
     takes module 17's arguments and gives the same tokens (tinytorch/accel/decode.py).
     """
     if use_cache is not None and not use_cache:
         return None
+    needs = (
+        "use_cache=True needs the KV cache of module 17 (memoization): tito module complete 17 "
+        "(or tito module export 17), or pass use_cache=False"
+    )
     try:
         import tinytorch.memo.generation as generation
     except ModuleNotFoundError as err:
         if err.name != "tinytorch.memo.generation" or use_cache:
-            raise ModuleNotFoundError(
-                "use_cache=True needs the KV cache of module 17 (memoization): tito module "
-                "complete 17 (or tito module export 17), or pass use_cache=False",
-                name=err.name,
-            ) from None
+            raise ModuleNotFoundError(needs, name=err.name) from None
+        return None
+    if _stubbed(generation):
+        if use_cache:
+            raise NotImplementedError(needs)
         return None
     return getattr(model, "fast_generation", None) or generation
+
+
+def _stubbed(module) -> bool:
+    """True while the module's file still holds a stub that raises "...: write this part" (a
+    student edition's unpublished modules, or a lesson not written yet); read once a version."""
+    try:
+        key = (module.__file__, os.stat(module.__file__).st_mtime_ns)
+        if key not in _STUBBED:
+            with open(module.__file__, encoding="utf-8") as f:
+                _STUBBED[key] = ': write this part")' in f.read()
+    except (OSError, TypeError, AttributeError):
+        return False
+    return _STUBBED[key]
+
+
+_STUBBED: dict = {}
 
 
 __all__ = ["sampling_loop", "steer_logits"]
