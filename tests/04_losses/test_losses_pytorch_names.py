@@ -19,12 +19,14 @@ REF = oracle.load(__file__)
 
 
 def _grads(ours, case, *names):
-    """Loss and input gradient of a tinytorch function, and PyTorch's, on the case's arrays."""
-    arrays = [case[name] for name in names]
-    mine = [Tensor(a, requires_grad=True) for a in arrays]
+    """Loss and first-input gradient of a tinytorch function, and PyTorch's, on the case's
+    arrays. The gradient is the function's own backward rule under d(sum of the output): these
+    are module 04's checks, so they ask nothing of module 05's engine."""
+    mine = [Tensor(case[name], requires_grad=True) for name in names]
     loss = ours(*mine)
-    loss.backward() if loss.size == 1 else (loss * Tensor(np.ones(loss.shape))).sum().backward()
-    return loss.data, mine[0].grad, case["out"], case["grad"]
+    assert loss.grad_fn.parents[0] is mine[0]  # one Function between the input and the loss
+    grad = loss.grad_fn.backward(np.ones(loss.shape, dtype=loss.dtype))[0]
+    return loss.data, grad, case["out"], case["grad"]
 
 
 @pytest.mark.parametrize("dim", [-1, 0, 1])
@@ -65,25 +67,6 @@ def test_bce_with_logits_matches_torch_and_never_overflows():
     np.testing.assert_allclose(ours, theirs, rtol=1e-5)
     np.testing.assert_allclose(g, tg, rtol=1e-5, atol=1e-7)
     check_function(BCEWithLogitsFunction, z / 10, t, wrt=[0])
-
-
-def test_a_logistic_regression_trains_with_bce_as_in_pytorch():
-    from tinytorch.optim import SGD
-
-    data = np.random.default_rng(4)  # its own draws: the module's rng depends on test order
-    x = data.normal(size=(64, 2)).astype(np.float32)
-    y = (x[:, :1] + x[:, 1:] > 0).astype(np.float32)
-    np.random.seed(4)  # Linear draws its initial weights from numpy's global generator
-    model = nn.Sequential(nn.Linear(2, 1), nn.Sigmoid())
-    loss_fn, optimizer = nn.BCELoss(), SGD(model.parameters(), lr=0.5)
-    first = None
-    for _ in range(60):
-        optimizer.zero_grad()
-        loss = loss_fn(model(Tensor(x)), Tensor(y))
-        loss.backward()
-        optimizer.step()
-        first = loss.item() if first is None else first
-    assert loss.item() < first / 3
 
 
 def test_bce_errors_are_one_line():

@@ -133,7 +133,7 @@ def test_same_seed_same_tokens_with_top_p_and_penalty():
         ({"repetition_penalty": float("inf")}, r"repetition_penalty must be > 0"),
     ],
 )
-@pytest.mark.parametrize("use_cache", [False, True])
-def test_bad_steering_arguments(kwargs, message, use_cache):
+def test_bad_steering_arguments(kwargs, message):
+    # with module 17's cache: tests/17_memoization (this module's checks ask nothing of it)
     with pytest.raises(ValueError, match=message):
-        small_gpt().generate(np.array([[1, 2]]), max_new_tokens=2, use_cache=use_cache, **kwargs)
+        small_gpt().generate(np.array([[1, 2]]), max_new_tokens=2, use_cache=False, **kwargs)
