@@ -278,7 +278,9 @@ def init_gpt2_weights(model: Module, num_layers: int, std: float = 0.02) -> None
 #
 # - **temperature** divides the logits: below 1 sharpens the distribution, above 1 flattens it.
 #   Temperature 0 means greedy (argmax), which makes the output deterministic.
-# - **top-k** sets every logit below the k-th largest to -inf first, so rare junk is never drawn.
+# - **top-k** keeps exactly the k largest logits and sets the rest to -inf, so rare junk is never
+#   drawn. Where several logits tie at the k-th value, the lowest token ids stay (`torch.topk` also
+#   keeps exactly k; a comparison `logits >= kth` would keep every tie, more than k).
 # - **every row** of the batch draws its own token from its own distribution. The inverse CDF
 #   does all rows at once: one uniform number per row; the token is the first index where the
 #   row's cumulative probability passes it.
@@ -293,8 +295,11 @@ def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng) 
         return logits.argmax(axis=-1)
     logits = logits.astype(np.float64) / temperature
     if top_k is not None and top_k < logits.shape[-1]:
-        kth = np.partition(logits, -top_k, axis=-1)[:, -top_k, None]  # (B, 1)
-        logits = np.where(logits < kth, -np.inf, logits)
+        kth = np.partition(logits, -top_k, axis=-1)[:, -top_k, None]  # the k-th largest, (B, 1)
+        above = logits > kth
+        ties = logits == kth  # exactly k stay: ties at the k-th value fill the rest, lowest ids first
+        room = top_k - above.sum(axis=-1, keepdims=True)
+        logits = np.where(above | (ties & (np.cumsum(ties, axis=-1) <= room)), logits, -np.inf)
     probs = np.exp(logits - logits.max(axis=-1, keepdims=True))  # unnormalised, (B, V)
     cdf = np.cumsum(probs, axis=-1)
     draws = rng.random((len(logits), 1)) * cdf[:, -1:]  # one uniform per row, scaled to the total
@@ -316,6 +321,8 @@ def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng) 
 #   divided by the penalty, a negative one multiplied by it (1 is off, 1.1 to 1.3 usual);
 # - **top-p** (nucleus sampling): keep the smallest set of likeliest tokens whose probabilities add
 #   up to at least p. Unlike top-k, the set is wide where the model is unsure, narrow where sure.
+#   With both, top-k goes first and top-p works on the k survivors' renormalised probabilities
+#   (Hugging Face's order): with probabilities [.3, .3, .2, .2], top_k=2 and top_p=0.5 keep one.
 
 
 # %% [markdown]

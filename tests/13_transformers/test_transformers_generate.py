@@ -120,6 +120,7 @@ def test_generation_records_no_graph():
     [
         ({"max_new_tokens": -1}, r"max_new_tokens must be an integer >= 0, got -1"),
         ({"temperature": -0.5}, r"temperature must be >= 0.*got -0.5"),
+        ({"temperature": None}, r"temperature must be >= 0.*got None"),
         ({"top_k": 0}, r"top_k must be a positive integer"),
         ({"stop_token": 17}, r"stop_token must be a token id in \[0, 16\]"),
     ],

@@ -91,7 +91,8 @@ def test_cached_generation_writes_the_uncached_tokens(overrides):
     prompt = np.array([[5, 3, 8], [1, 1, 2]])
     steered = dict(temperature=0.9, top_p=0.8, repetition_penalty=1.4, seed=5)
     for kwargs in (dict(temperature=0), dict(temperature=1.0, seed=3), dict(top_k=4, seed=9),
-                   steered, dict(temperature=0, repetition_penalty=2.0)):  # fmt: skip
+                   steered, dict(temperature=0, repetition_penalty=2.0),
+                   dict(top_k=3, top_p=0.7, seed=2)):  # fmt: skip
         cached = cached_generate(gpt, prompt, max_new_tokens=15, **kwargs)  # slides past 10
         plain = gpt.generate(prompt, max_new_tokens=15, use_cache=False, **kwargs)
         assert cached.shape == (2, 18)

@@ -130,6 +130,9 @@ def test_generation_stops_every_row_at_the_stop_token(rng):
     assert (out[0, 4:] == stop).all()
     with pytest.raises(ValueError, match="temperature must be >= 0"):
         model.generate(prompt, temperature=-1)
+    for use_cache in (True, False):  # a number is required, not None
+        with pytest.raises(ValueError, match="temperature must be >= 0.*got None"):
+            model.generate(prompt, temperature=None, use_cache=use_cache)
 
 
 def test_tied_weights_share_the_embedding(rng):

@@ -72,7 +72,8 @@ def test_generate_writes_module_17s_tokens_for_every_sampling_option(overrides, 
     prompt = np.array([[5, 3, 8], [1, 1, 2]])
     steered = dict(temperature=0.9, top_p=0.8, repetition_penalty=1.4, seed=5)
     options = (dict(temperature=0), dict(temperature=1.0, seed=3), dict(top_k=4, seed=9),
-               steered, dict(temperature=0, repetition_penalty=2.0))  # fmt: skip
+               steered, dict(temperature=0, repetition_penalty=2.0),
+               dict(top_k=3, top_p=0.7, seed=2))  # fmt: skip
     expected = [cached_generate(gpt, prompt, max_new_tokens=15, **kw) for kw in options]
     monkeypatch.setattr(generation, "cached_forward", must_not_run)  # module 17 stays out
     for kwargs, theirs in zip(options, expected):
@@ -137,6 +138,8 @@ def test_stop_tokens_pad_and_bad_arguments_read_as_module_17s(monkeypatch):
     assert (ours[0, 2:] == stop).all()
     with pytest.raises(ValueError, match="temperature must be >= 0"):
         gpt.generate(prompt, 3, temperature=-1)
+    with pytest.raises(ValueError, match="temperature must be >= 0.*got None"):
+        gpt.generate(prompt, 3, temperature=None)
     with pytest.raises(ValueError, match="out of range|vocab"):
         gpt.generate(np.array([[1, 99]]), 3)
 

@@ -79,7 +79,7 @@ def test_generate_writes_module_21s_tokens_for_every_sampling_option(kv_heads, m
     steered = dict(temperature=0.9, top_p=0.8, repetition_penalty=1.4, seed=5)
     options = (dict(temperature=0), dict(temperature=1.0, seed=3), dict(top_k=4, seed=9),
                steered, dict(temperature=0, repetition_penalty=2.0),
-               dict(temperature=0, stop_token=3))  # fmt: skip
+               dict(temperature=0, stop_token=3), dict(top_k=3, top_p=0.7, seed=2))  # fmt: skip
     expected = [lessons_tokens(llama, prompt, max_new_tokens=15, **kw) for kw in options]
     monkeypatch.setattr(Llama, "_next_logits", must_not_run)  # module 21's steps stay out
     for kwargs, theirs in zip(options, expected):

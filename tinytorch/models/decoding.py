@@ -17,7 +17,8 @@ import numpy as np
 def _check_generate_args(max_new_tokens, temperature, top_k, vocab_size, stop_token) -> None:
     if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-    if not np.isfinite(temperature) or temperature < 0:
+    number = isinstance(temperature, (int, float, np.integer, np.floating))
+    if not (number and np.isfinite(temperature) and temperature >= 0):
         raise ValueError(
             f"temperature must be >= 0 (0 = greedy, 1 = the model's own distribution), "
             f"got {temperature}"
@@ -36,13 +37,17 @@ def steer_logits(
     temperature: float,
     top_p=None,
     repetition_penalty: float = 1.0,
+    top_k=None,
 ) -> np.ndarray:
     """`logits` (B, V) with the tokens of `context` (B, T) penalised and those past top-p -inf.
 
     Repetition penalty (CTRL): a token already in its row's context has a positive logit divided
     by the penalty and a negative one multiplied by it, so it is less likely either way; it applies
     at temperature 0 too. Top-p (nucleus): at this temperature, keep the smallest set of likeliest
-    tokens whose probabilities reach `top_p`. 1 (or None) turns either off.
+    tokens whose probabilities reach `top_p`. 1 (or None) turns either off. With `top_k` too, the
+    nucleus is taken from the k likeliest tokens' renormalised probabilities (Hugging Face's
+    order: top-k, then top-p); the k are module 13's `sample_next`'s, ties to the lowest ids,
+    and that function applies top-k itself, so without top-p `top_k` changes nothing here.
     """
     if top_p is not None and not (np.isfinite(top_p) and 0 < top_p <= 1):
         raise ValueError(f"top_p must be in (0, 1] (1 = off), got {top_p}")
@@ -56,14 +61,17 @@ def steer_logits(
         lowered = np.where(logits > 0, logits / repetition_penalty, logits * repetition_penalty)
         logits = np.where(seen, lowered, logits)
     if top_p is not None and top_p < 1 and temperature > 0:
-        scaled = logits.astype(np.float64) / temperature
+        scaled = logits.astype(np.float64) / temperature  # what sample_next ranks, exactly
         probs = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
-        probs /= probs.sum(axis=-1, keepdims=True)
-        order = np.argsort(-probs, axis=-1, kind="stable")  # likeliest first, (B, V)
+        order = np.argsort(-scaled, axis=-1, kind="stable")  # likeliest first, ties by id, (B, V)
         ranked = np.take_along_axis(probs, order, axis=-1)
-        keep = np.empty(logits.shape, dtype=bool)
+        if top_k is not None:
+            ranked[:, top_k:] = 0  # top-k first: only the k likeliest share the probability
+        ranked /= ranked.sum(axis=-1, keepdims=True)
         # a token stays if the likelier ones before it hold less than top_p
-        np.put_along_axis(keep, order, np.cumsum(ranked, axis=-1) - ranked < top_p, axis=-1)
+        stays = (np.cumsum(ranked, axis=-1) - ranked < top_p) & (ranked > 0)
+        keep = np.empty(logits.shape, dtype=bool)
+        np.put_along_axis(keep, order, stays, axis=-1)
         logits = np.where(keep, logits, -np.inf)
     return logits
 
@@ -85,7 +93,7 @@ def sampling_loop(tokens: np.ndarray, next_logits, sample_next, max_new_tokens: 
     for _ in range(max_new_tokens):
         logits = next_logits(tokens)  # the next position's logits, (B, V)
         window = tokens if context is None else tokens[:, -context:]
-        logits = steer_logits(logits, window, temperature, top_p, repetition_penalty)
+        logits = steer_logits(logits, window, temperature, top_p, repetition_penalty, top_k)
         next_ids = sample_next(logits, temperature, top_k, draws)  # one draw per batch row, (B,)
         if stop_token is not None:  # rows that already produced the stop token keep repeating it
             next_ids = np.where(stopped, stop_token, next_ids)

@@ -109,8 +109,11 @@ def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng) 
         return logits.argmax(axis=-1)
     logits = logits.astype(np.float64) / temperature
     if top_k is not None and top_k < logits.shape[-1]:
-        kth = np.partition(logits, -top_k, axis=-1)[:, -top_k, None]  # (B, 1)
-        logits = np.where(logits < kth, -np.inf, logits)
+        kth = np.partition(logits, -top_k, axis=-1)[:, -top_k, None]  # the k-th largest, (B, 1)
+        above = logits > kth
+        ties = logits == kth  # exactly k stay: ties at the k-th value fill the rest, lowest ids first
+        room = top_k - above.sum(axis=-1, keepdims=True)
+        logits = np.where(above | (ties & (np.cumsum(ties, axis=-1) <= room)), logits, -np.inf)
     probs = np.exp(logits - logits.max(axis=-1, keepdims=True))  # unnormalised, (B, V)
     cdf = np.cumsum(probs, axis=-1)
     draws = rng.random((len(logits), 1)) * cdf[:, -1:]  # one uniform per row, scaled to the total
