@@ -68,6 +68,19 @@ def test_wrong_shapes_are_one_clear_error():
     assert len(cache) == 3  # the failed appends changed nothing
 
 
+def test_reset_lets_the_next_sequence_have_another_batch_size(rng):
+    cache = KVCache(max_len=8)
+    cache.append(rng.normal(size=(2, 1, 3, 4)), rng.normal(size=(2, 1, 3, 4)))
+    cache.reset()  # what the error above advises
+    k, v = rng.normal(size=(1, 1, 5, 4)), rng.normal(size=(1, 1, 5, 4))
+    got_k, got_v = cache.append(k, v)
+    np.testing.assert_array_equal(got_k, k)
+    np.testing.assert_array_equal(got_v, v)
+    assert len(cache) == 5 and cache.nbytes == 2 * 1 * 1 * 8 * 4 * 8
+    with pytest.raises(ShapeError, match="same batch size"):  # mid-sequence it is still an error
+        cache.append(np.zeros((2, 1, 1, 4)), np.zeros((2, 1, 1, 4)))
+
+
 @pytest.mark.parametrize("batch,steps", [(1, 24), (3, 24), (2, 9)])
 def test_formula_equals_the_bytes_a_gpt_cache_holds(batch, steps):
     np.random.seed(0)

@@ -42,14 +42,15 @@ class KVCache:
         return 0 if self._k is None else self._k.nbytes + self._v.nbytes
 
     def reset(self) -> None:
-        """Forget every position; the buffers are kept for the next sequence of the same shape."""
+        """Forget every position; the buffers are kept for the next sequence of the same shape
+        (one of another batch size, head count or head size gets new ones)."""
         self.length = 0
 
     def append(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Add the new positions' keys and values (B, H, T_new, D); return all of them."""
         self._check(k, v)
         end = self.length + k.shape[2]
-        if self._k is None or end > self._k.shape[2]:
+        if self._k is None or end > self._k.shape[2] or not self._holds(k):
             self._grow(k, v, end)
         self._k[:, :, self.length : end] = k  # into the free slots: no copy of the past
         self._v[:, :, self.length : end] = v
@@ -62,9 +63,7 @@ class KVCache:
                 f"KVCache.append needs keys and values of one shape (B, H, T, D), got k "
                 f"{k.shape} and v {v.shape}"
             )
-        if self._k is not None and (
-            k.shape[:2] != self._k.shape[:2] or k.shape[3] != self._k.shape[3]
-        ):
+        if self.length and not self._holds(k):  # an empty cache takes any shape
             raise ShapeError(
                 f"KVCache holds keys of shape {self.k.shape} but got {k.shape}; use one cache "
                 "per layer and the same batch size for every step (or reset() the cache)"
@@ -74,6 +73,13 @@ class KVCache:
                 f"KVCache: {self.length} cached + {k.shape[2]} new positions exceed "
                 f"max_len={self.max_len}; reset() the cache and start from a cropped window"
             )
+
+    def _holds(self, k: np.ndarray) -> bool:
+        """The buffers have `k`'s batch size, head count and head size."""
+        return (
+            self._k is not None
+            and k.shape[:2] + k.shape[3:] == self._k.shape[:2] + self._k.shape[3:]
+        )
 
     def _grow(self, k: np.ndarray, v: np.ndarray, needed: int) -> None:
         """Move the cached positions into buffers with room for at least `needed` positions."""
