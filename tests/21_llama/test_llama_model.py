@@ -71,6 +71,20 @@ def test_one_kv_head_per_query_head_is_multi_head_attention(rng):
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-6)
 
 
+def test_attention_is_causal_through_the_callers_mask_only(rng):
+    """As module 12's MultiHeadAttention: mask=None sees every position, the mask hides later."""
+    np.random.seed(2)
+    attn = GroupedQueryAttention(8, num_heads=4, num_kv_heads=2, max_seq_len=6)
+    x = rng.normal(size=(1, 6, 8)).astype(np.float32)
+    changed = x.copy()
+    changed[:, -1] += 1.0  # only the last position differs
+    with no_grad():
+        masked = [attn(Tensor(a), causal_mask(6)).data for a in (x, changed)]
+        unmasked = [attn(Tensor(a)).data for a in (x, changed)]
+    np.testing.assert_array_equal(masked[0][:, :5], masked[1][:, :5])
+    assert (np.abs(unmasked[0][:, :5] - unmasked[1][:, :5]) > 1e-6).all(axis=-1).all()
+
+
 def test_wrong_kv_head_counts_are_one_clear_error():
     with pytest.raises(
         ValueError, match=r"num_kv_heads=3 does not divide num_heads=4.*\[1, 2, 4\]"

@@ -39,7 +39,11 @@ def check_kv_heads(num_heads: int, num_kv_heads: int) -> None:
 
 
 class GroupedQueryAttention(Module):
-    """Causal attention with rotary q and k; `num_kv_heads` key/value heads shared by groups."""
+    """Attention with rotary q and k; `num_kv_heads` key/value heads shared by groups.
+
+    Causal only through the caller's mask, as module 12's MultiHeadAttention: `Llama.forward`
+    passes module 12's `causal_mask`; with `mask=None` every position sees every other.
+    """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
                  max_seq_len: int = 1024, rope_theta: float = 10000.0):  # fmt: skip
