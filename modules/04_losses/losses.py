@@ -235,6 +235,12 @@ class LogSoftmaxFunction(Function):
     """log softmax along `axis`: x - logsumexp(x)."""
 
     def forward(self, x, axis=-1):
+        dims = max(x.ndim, 1)  # a scalar acts as one value along axis 0 or -1, as in PyTorch
+        if not isinstance(axis, (int, np.integer)) or not -dims <= axis < dims:
+            raise ShapeError(
+                f"log_softmax: axis {axis!r} is out of range for an input with {x.ndim} "
+                f"dimensions; use an axis in [-{dims}, {dims - 1}]"
+            )
         shifted = x - x.max(axis=axis, keepdims=True)
         out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
         self.out, self.axis = out, axis
