@@ -111,6 +111,21 @@ def test_a_timeout_stops_the_whole_process_group_and_says_where(
     assert "--timeout SECONDS or TITO_TEST_TIMEOUT" in said
 
 
+def test_parametrized_test_ids_keep_their_brackets(capsys):
+    # rich reads `[shape0-gelu]` as a markup tag and drops it; every id must reach the student
+    from tito.cli.report import show_run
+    from tito.student.runner import Failure, TestRun
+
+    test = "tests/02_activations/test_gelu.py::test_forward_and_backward_match_torch"
+    ids = [f"{test}[shape{n}-GELUFunction-kwargs3-gelu]" for n in range(3)]
+    ids.append(f"{test}[/bad][link=x]")
+    failures = [Failure(i, "AssertionError: [gelu] values differ", ["gelu.py:3"]) for i in ids]
+    show_run(TestRun(passed=1, failed=4, failures=failures, returncode=1), "module 02_activations")
+    shown = capsys.readouterr().out.splitlines()
+    assert [line for line in shown if line.startswith("FAILED")] == [f"FAILED {i}" for i in ids]
+    assert "    AssertionError: [gelu] values differ" in shown
+
+
 def test_timeout_option_and_variable_are_checked(monkeypatch):
     from tito.errors import TitoError
     from tito.student.runner import DEFAULT_TIMEOUT, timeout_seconds

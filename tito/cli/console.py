@@ -11,8 +11,14 @@ console = Console(theme=THEME, highlight=False, soft_wrap=True)  # commands stay
 errors = Console(theme=THEME, highlight=False, soft_wrap=True, stderr=True)
 
 
+def safe(text: object) -> str:
+    """Text from outside tito (a path, a test id, a name) made inert inside a markup line: rich
+    would take `[shape0-gelu]` for a tag and drop it, and a terminal would act on escapes."""
+    return escape(terminal_text(str(text)))
+
+
 def ok(message: str) -> None:
-    console.print(f"[ok]ok[/ok] {escape(terminal_text(message))}", soft_wrap=True)
+    console.print(f"[ok]ok[/ok] {safe(message)}", soft_wrap=True)
 
 
 def fail(message: str, hint: str | None = None) -> None:
@@ -20,6 +26,6 @@ def fail(message: str, hint: str | None = None) -> None:
     # escape: messages are plain text, and paths or commands like ".[test]" are not markup
     # terminal_text: a message may carry a student's text (an exception, a folder name), and
     # no escape sequence of theirs reaches the terminal
-    errors.print(f"[bad]error:[/bad] {escape(terminal_text(message))}", soft_wrap=True)
+    errors.print(f"[bad]error:[/bad] {safe(message)}", soft_wrap=True)
     if hint:
-        errors.print(f"[note]hint:[/note] {escape(terminal_text(hint))}", soft_wrap=True)
+        errors.print(f"[note]hint:[/note] {safe(hint)}", soft_wrap=True)

@@ -7,7 +7,7 @@ import time
 from collections import Counter
 from pathlib import PurePosixPath
 
-from tito.cli.console import console, fail, ok
+from tito.cli.console import console, fail, ok, safe
 from tito.student.runner import TIMEOUT_ENV, Failure, TestRun
 
 SHOWN_GROUPS = 8  # distinct failures (same error, same place)
@@ -29,7 +29,7 @@ class LiveProgress:
         self.file_started = self.started
 
     def __enter__(self) -> LiveProgress:
-        self.status = console.status(f"{self.label}: starting the tests")
+        self.status = console.status(f"{safe(self.label)}: starting the tests")
         self.status.__enter__()
         return self
 
@@ -45,7 +45,7 @@ class LiveProgress:
         elif kind == "start":
             name = event["nodeid"].split("::", 1)[-1]
             self.status.update(
-                f"{self.label}: test {self.finished + 1} of {self.total or '?'}: {name}"
+                f"{safe(self.label)}: test {self.finished + 1} of {self.total or '?'}: {safe(name)}"
             )
         elif kind == "test" and event["nodeid"] not in self.seen:
             self.seen.add(event["nodeid"])
@@ -57,7 +57,7 @@ class LiveProgress:
             if self.done[file] == self.per_file.get(file):
                 self._file_line(file)
         elif kind == "error":
-            console.print(f"  {PurePosixPath(event['nodeid']).name}  could not be imported")
+            console.print(f"  {safe(PurePosixPath(event['nodeid']).name)}  could not be imported")
 
     def _file_line(self, file: str) -> None:
         now = time.monotonic()
@@ -65,7 +65,7 @@ class LiveProgress:
         counts = f"{self.done[file] - bad} passed" + (f", {bad} failed" if bad else "")
         style = "bad" if bad else "note"
         console.print(
-            f"  {PurePosixPath(file).name}  [{style}]{counts}[/{style}]  "
+            f"  {safe(PurePosixPath(file).name)}  [{style}]{counts}[/{style}]  "
             f"[note]{now - self.file_started:.1f} s[/note]"
         )
         self.file_started = now
@@ -89,7 +89,7 @@ def show_run(run: TestRun, label: str) -> None:
         first, *others = failures
         if first.test.endswith(".py") and len(failures) > 1:  # one import error, many files
             others = []
-        console.print(f"[bad]FAILED[/bad] {first.test}", soft_wrap=True)
+        console.print(f"[bad]FAILED[/bad] {safe(first.test)}", soft_wrap=True)
         for line in first.message.splitlines():
             console.print(f"    {line}", markup=False, soft_wrap=True)
         for number, place in enumerate(first.places):
@@ -97,7 +97,7 @@ def show_run(run: TestRun, label: str) -> None:
         if others:
             console.print(f"  and {len(others)} more failing the same way:")
             for other in others[:SHOWN_NAMES]:
-                console.print(f"[bad]FAILED[/bad] {other.test}", soft_wrap=True)
+                console.print(f"[bad]FAILED[/bad] {safe(other.test)}", soft_wrap=True)
             if len(others) > SHOWN_NAMES:
                 console.print(f"  ... {len(others) - SHOWN_NAMES} more")
     if len(groups) > SHOWN_GROUPS:
