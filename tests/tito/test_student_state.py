@@ -116,7 +116,7 @@ def test_completed_code_is_installed_with_progress_or_not_at_all_and_export_keep
     # a hand edit of the package file is kept as a backup when the notebook's code goes in
     package.write_text(reference + "\n# my quick fix\n")
     done = cli("module", "complete", "1")
-    assert done.exit_code == 0 and "edited by hand was saved to" in done.stdout
+    assert done.exit_code == 0 and "held edits tito did not write; saved them to" in done.stdout
     (backup,) = (project / "workspace/01_tensor/backups").glob("tensor-*.py")
     assert backup.read_text().endswith("# my quick fix\n")
     mine = package.read_text()
@@ -137,6 +137,9 @@ def test_completed_code_is_installed_with_progress_or_not_at_all_and_export_keep
     assert drift.exit_code == 1 and "changed since you completed" in drift.stdout
     forced = cli("module", "export", "1", "--force")
     assert forced.exit_code == 0 and package.read_text() == reference
+    assert "tinytorch/core/tensor.py held edits tito did not write" in forced.stdout
+    saved = sorted((project / "workspace/01_tensor/backups").glob("tensor-*.py"))
+    assert len(saved) == 2 and saved[-1].read_text() == mine + "\nHAND_EDIT = 1\n"
     assert (
         "01 tensor: the reference code replaced yours, so it is no longer complete; "
         "`tito module complete 1` installs your notebook's code again" in forced.stdout

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tito.cli.console import console, fail, ok
+from tito.cli.console import console, fail, ok, safe
 from tito.cli.report import LiveProgress, show_run
 from tito.curriculum import paths
 from tito.curriculum.catalog import MODULES, complete_key, find, number_ranges
@@ -74,6 +74,7 @@ def status() -> None:
     console.print(_table(show_counts=True))
     done = progress.load()
     console.print(f"{len(done)} of {len(MODULES)} modules complete.")
+    _replaced(done)
     pending = [m for m in MODULES if m.number not in done]
     if not pending:
         return
@@ -83,7 +84,7 @@ def status() -> None:
         names = ", ".join(f"{m.number:02d} {m.slug}" for m in started)
         console.print(f"also in progress: {names}")
     if lifecycle.state(first, done) == "in progress":
-        rel = paths.shown(paths.notebook(first))
+        rel = safe(paths.shown(paths.notebook(first)))
         step = f"[name]tito module complete {first.number}[/name]"
         console.print(f"next: fill in the TODOs of {rel}, then {step}", soft_wrap=True)
     else:
@@ -114,16 +115,25 @@ def open_(
     if created:
         ok(f"created {rel} with the solutions removed; fill in each TODO")
     else:
-        console.print(f"{rel} already exists; it was left as it is.")
+        console.print(f"{safe(rel)} already exists; it was left as it is.")
     # `jupyter` alone may exist without JupyterLab (it then prints its own usage, exit 0)
-    exe = shutil.which("jupyter-lab") if jupyter else None
+    exe = shutil.which("jupyter-lab")
     if jupyter and exe is None:  # the error comes before any next step is suggested
         raise TitoError(
             "JupyterLab is not installed, so --jupyter cannot open the notebook",
             hint=f"pip install jupyterlab, or open {rel} in any notebook editor",
         )
-    if not jupyter:
-        console.print(f"edit it in JupyterLab: [name]jupyter lab {rel}[/name] (or --jupyter)")
+    if exe is None:
+        console.print(
+            f"edit it in any notebook editor; JupyterLab is not installed here "
+            f"([name]pip install jupyterlab[/name], then [name]jupyter lab {safe(rel)}[/name])",
+            soft_wrap=True,
+        )
+    elif not jupyter:
+        console.print(
+            f"edit it in JupyterLab: [name]jupyter lab {safe(rel)}[/name] (or --jupyter)",
+            soft_wrap=True,
+        )
     console.print(f"when it is done: [name]tito module complete {m.number}[/name]")
     if jupyter:
         code = subprocess.run([exe, str(path)], check=False).returncode
@@ -217,8 +227,7 @@ def complete_one(m, timeout: float | None) -> None:
             hint=f"{fix} and run `tito module complete {m.number}` again",
         )
         raise typer.Exit(1)
-    for backup in saved:
-        console.print(f"the package file you edited by hand was saved to {paths.shown(backup)}")
+    _say_saved(saved)
     ok(f"module {m.name} complete; your code is now in tinytorch")
 
 
@@ -260,8 +269,10 @@ def export(
         if diffs:
             raise TitoError(
                 f"tinytorch/ differs from what it should hold in {len(diffs)} file(s)",
-                hint="edit modules/ (not tinytorch/) and run `tito module export --all`; "
-                "for a module you completed, `tito module complete N` installs your code again",
+                hint="tito writes tinytorch/, so edit your notebook in workspace/ instead: "
+                "`tito module complete N` installs a completed module's code again, "
+                "`tito module export --all` the reference of the others (a hand edit is backed "
+                "up first); course maintainers edit modules/",
             )
         mine = sum(m.number in done for m in chosen)
         note = f" ({mine} with your completed code)" if mine else ""
@@ -273,8 +284,10 @@ def export(
         if kept:
             names = ", ".join(f"{m.number:02d} {m.slug}" for m in kept)
             console.print(f"kept your completed code for {names} (--force replaces it)")
-    for path in lifecycle.export_reference(chosen, force=force):
-        console.print(f"wrote {paths.shown(path)}")
+    written, saved = lifecycle.export_reference(chosen, force=force)
+    for path in written:
+        console.print(f"wrote {safe(paths.shown(path))}")
+    _say_saved(saved)
     undone = [m for m in chosen if m.number in done] if force else []
     if undone:
         names = ", ".join(f"{m.number:02d} {m.slug}" for m in undone)
@@ -326,7 +339,40 @@ def reset(
                 f"module {m.name} not reset; nothing changed",
                 hint=f"answer y, or reset without a question: tito module reset {m.number} --yes",
             )
-    backup = lifecycle.reset(m)
+    backup, saved = lifecycle.reset(m)
     if backup is not None:
-        console.print(f"your notebook was saved to {paths.shown(backup)}")
+        console.print(f"your notebook was saved to {safe(paths.shown(backup))}")
+    _say_saved(saved)
     ok(f"module {m.name} reset to the fresh notebook and the reference package code")
+
+
+def _say_saved(saved) -> None:
+    """One line per package file tito backed up before writing over a hand edit."""
+    for backup in saved:
+        console.print(
+            f"{safe(paths.shown(backup.original))} held edits tito did not write; saved them to "
+            f"{safe(paths.shown(backup.copy))} (tito writes the package files: edit your "
+            "notebook in workspace/ instead)",
+            soft_wrap=True,
+        )
+
+
+def _replaced(done: dict) -> None:
+    """Name the completed modules whose package files no longer hold the code `complete`
+    installed (a `git checkout -- tinytorch`, a hand edit), and how to put it back."""
+    from tito.student import lifecycle
+
+    gone = [m for m in MODULES if m.number in done and lifecycle.check_reference(m, done)]
+    if not gone:
+        return
+    names = ", ".join(f"{m.number:02d} {m.slug}" for m in gone)
+    again = (
+        "tito module complete --again"
+        if len(gone) == len(done) and len(gone) > 1
+        else " and ".join(f"tito module complete {m.number}" for m in gone)
+    )
+    console.print(
+        f"[bad]{names}: tinytorch/ no longer holds the code you completed[/bad] (it was put "
+        f"back or changed since); install yours again: [name]{again}[/name]",
+        soft_wrap=True,
+    )

@@ -13,7 +13,8 @@ import nbformat
 from tito.curriculum import catalog, exporter, notebooks, paths, staging
 from tito.curriculum.catalog import CourseModule
 from tito.errors import TitoError
-from tito.student import progress
+from tito.student import package_files, progress
+from tito.student.package_files import Backup
 from tito.student.runner import TestRun, run_tests
 from tito.student.sourcemap import SourceMap
 
@@ -41,8 +42,11 @@ def _write_notebook(nb: nbformat.NotebookNode, target: Path) -> None:
     paths.write_atomic(target, nbformat.writes(nb) + "\n")
 
 
-def export_reference(modules: list[CourseModule], force: bool = False) -> list[Path]:
-    """Write the reference code of `modules` into tinytorch/, all or nothing.
+def export_reference(
+    modules: list[CourseModule], force: bool = False
+) -> tuple[list[Path], list[Backup]]:
+    """Write the reference code of `modules` into tinytorch/, all or nothing; returns the files
+    written and the backups made of package files edited by hand.
 
     A completed module's package code is the student's own: it is replaced (and its completion
     forgotten, so status never claims it) only with `force`.
@@ -63,12 +67,14 @@ def export_reference(modules: list[CourseModule], force: bool = False) -> list[P
         package / rel: text for m in modules for rel, text in staging.reference_files(m).items()
     }
     writes[package / exporter.COURSE_MAP] = exporter.course_map()
+    written = list(writes)
+    saved = package_files.protect(writes)
     if kept:
         forgotten = progress.without(*(m.number for m in kept))
         if forgotten is not None:
             writes[progress.file()] = forgotten
     paths.write_all(writes)
-    return [p for p in writes if p.is_relative_to(package)]
+    return written, saved
 
 
 def check_course_map() -> list[str]:
@@ -177,7 +183,7 @@ def complete(
     """Export the student's notebook into a staged copy of the package, test it, then install it.
 
     Returns the test run, whether progress was recorded, and the backups made of package files
-    someone had edited by hand. The package in the project only
+    someone had edited by hand (`package_files.protect`). The package in the project only
     changes when the student's code passes, and then together with the progress file, so a
     failing or interrupted attempt never breaks later modules or leaves half a change.
     """
@@ -213,7 +219,9 @@ def complete(
             hint=f"fix that line in {origin} and run `tito module complete {module.number}` again",
         )
     package = paths.root() / "tinytorch"
-    _check_writable([package / rel for rel in files] + [progress.file()])
+    _check_writable(
+        [package / rel for rel in files] + [progress.file(), package_files.record_file()]
+    )
     with tempfile.TemporaryDirectory(prefix="tito-stage-") as stage:
         staged = Path(stage) / "tinytorch"
         staging.copy_package(package, staged)
@@ -228,39 +236,17 @@ def complete(
     if not run.ok:
         return run, False, []
     writes = {package / rel: text for rel, text in files.items()}
-    saved = _hand_edits(module, files, origin)
-    writes.update(saved)
+    reference = {package / rel: text for rel, text in staging.reference_files(module).items()}
+    saved = package_files.protect(writes, known=reference)
     writes[progress.file()] = progress.with_record(module.number, run.passed, run.failed, files)
     paths.write_all(writes)
-    return run, True, list(saved)
+    return run, True, saved
 
 
-def _hand_edits(module: CourseModule, files: dict[Path, str], origin: str) -> dict[Path, str]:
-    """Backups of package files someone edited by hand (neither the reference, nor the code a
-    completion installed), which installing the notebook's code would otherwise erase."""
-    package = paths.root() / "tinytorch"
-    record = progress.load().get(module.number)
-    reference = staging.reference_files(module)
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    saved = {}
-    for rel, text in files.items():
-        target = package / rel
-        if not target.exists():
-            continue
-        current = target.read_text(encoding="utf-8")
-        known = {text, reference.get(rel)}
-        if current in known or exporter.origin_of(current) == origin:
-            continue
-        if record is not None and record.files.get(rel.as_posix()) == progress.digest(current):
-            continue
-        backup = paths.notebook(module).parent / "backups" / f"{rel.stem}-{stamp}.py"
-        saved[backup] = current
-    return saved
-
-
-def reset(module: CourseModule) -> Path | None:
+def reset(module: CourseModule) -> tuple[Path | None, list[Backup]]:
     """Back the student's notebook up, then restore the fresh notebook and the reference export
-    (and forget the completion) in one all-or-nothing write."""
+    (and forget the completion) in one all-or-nothing write; returns the notebook's backup and
+    those of package files edited by hand."""
     target = paths.notebook(module)
     fresh = notebooks.student_notebook(module, paths.source(module))
     package = paths.root() / "tinytorch"
@@ -269,7 +255,8 @@ def reset(module: CourseModule) -> Path | None:
     forgotten = progress.without(module.number)
     if forgotten is not None:
         writes[progress.file()] = forgotten
-    _check_writable(list(writes))
+    _check_writable([*writes, package_files.record_file()])
+    saved = package_files.protect(writes)
     backup = None
     if target.exists():
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
@@ -277,4 +264,4 @@ def reset(module: CourseModule) -> Path | None:
         backup.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(target, backup)
     paths.write_all(writes)
-    return backup
+    return backup, saved
