@@ -107,6 +107,58 @@ def test_open_jupyter_without_jupyterlab_is_one_line_and_fails(project, cli, mon
     assert "when it is done" not in result.output  # no next step after a step that failed
 
 
+def test_open_without_jupyterlab_says_so_and_how_to_get_it(project, cli, monkeypatch):
+    import shutil
+
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name: None if "jupyter" in name else real(name))
+    said = cli("module", "open", "1").stdout
+    assert "JupyterLab is not installed here (pip install jupyterlab, then jupyter lab " in said
+    assert "edit it in JupyterLab" not in said
+    monkeypatch.setattr(
+        shutil, "which", lambda name: "/bin/jupyter-lab" if "jupyter" in name else real(name)
+    )
+    said = cli("module", "open", "1").stdout
+    assert "edit it in JupyterLab: jupyter lab " in said and "not installed" not in said
+
+
+def test_every_command_is_summed_up_on_one_line_in_its_groups_help(cli, monkeypatch):
+    """`tito --help` broke diagnose's description mid-sentence ("and" / "name the first ...")."""
+    import typer
+    from typer import rich_utils
+
+    from tito.cli.main import app
+
+    monkeypatch.setattr(rich_utils, "MAX_WIDTH", 400)  # wide enough that nothing wraps
+    root = typer.main.get_command(app)
+    checked = 0
+    for path in _every_command(root):
+        group = root
+        for name in path:
+            group = group.commands[name]
+        listing = cli(*path, "--help").output.splitlines()
+        for name, command in getattr(group, "commands", {}).items():
+            summary = " ".join((command.help or "").split("\n\n")[0].split())
+            (row,) = [line for line in listing if line.startswith(f"│ {name} ")]
+            assert summary in row, (path, name)
+            checked += 1
+    assert checked > 20
+
+
+def test_the_student_edition_names_the_install_the_readme_gives(project, cli, monkeypatch):
+    from tito.curriculum.paths import PACKAGE_ROOT
+    from tito.grading import edition
+
+    made = edition.Edition(project.parent / "students", [], 10, 1000, "0123456789abc")
+    monkeypatch.setattr(edition, "build", lambda out, published: made)
+    result = cli("grade", "student-edition", str(made.folder))
+    assert result.exit_code == 0
+    command = result.stdout.split("students clone it and run ")[1].strip()
+    assert command == "pip install -e ."
+    student = (PACKAGE_ROOT / "README.md").read_text().split("## As a student")[1]
+    assert f"\n{command} " in student
+
+
 def test_a_file_that_cannot_be_written_is_named_in_one_line(project, cli, monkeypatch):
     from tito.curriculum import paths
 

@@ -24,8 +24,10 @@ def diagnose(
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the checks' random inputs.")] = 0,
 ) -> None:
-    """Run module NAME's checks over your notebook and over the reference, on the same inputs, and
-    name the first operation where your numbers differ: forward or backward, how far off, where
+    """Name the first operation where your module's numbers part from the reference's.
+
+    Runs module NAME's checks over your notebook and over the reference, on the same inputs, and
+    names the first operation where your numbers differ: forward or backward, how far off, where
     in your notebook, and a likely cause. Shows no reference code and no test code.
     """
     from tito.grading.edition import holds_reference

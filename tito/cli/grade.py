@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tito.cli.console import console, fail, ok
+from tito.cli.console import console, fail, ok, safe
 from tito.curriculum import paths
 from tito.curriculum.catalog import find
 from tito.errors import TitoError
@@ -103,17 +103,22 @@ def init(
         ),
     ] = DEFAULT_TIMEOUT,
 ) -> None:
-    """Create or update an nbgrader course folder: tito_config.py (rewritten), nbgrader_config.py
-    (written once, then yours) and source/ converted from every course module."""
+    """Create or update an nbgrader course folder.
+
+    tito_config.py is rewritten, nbgrader_config.py written once (then it is yours), and source/
+    converted from every course module.
+    """
     _grading()
     from tito.grading.course import CONFIG_NAME, TITO_CONFIG, find_course, init_course
 
     folder = _course(course)
     result = init_course(folder, timeout=timeout)
     if result.kernel_installed:
-        console.print(f"installed the python3 kernel for this Python in {result.kernel_installed}")
+        console.print(
+            f"installed the python3 kernel for this Python in {safe(result.kernel_installed)}"
+        )
     for path in result.written:
-        console.print(f"wrote {path.relative_to(folder)}")
+        console.print(f"wrote {safe(path.relative_to(folder))}")
     if result.missing:
         names = " ".join(f"{m.number:02d}" for m in result.missing)
         console.print(f"[note]not written yet in modules/, skipped: {names}[/note]")
@@ -235,8 +240,11 @@ def export(
         Path | None, typer.Option(help="CSV file (default: <course>/grades.csv).")
     ] = None,
 ) -> None:
-    """Write every module's grade of every student to a CSV file (nbgrader's columns, plus the
-    status and the reason of students who could not be graded automatically)."""
+    """Write every module's grade of every student to a CSV file.
+
+    nbgrader's columns, plus the status and the reason of students who could not be graded
+    automatically.
+    """
     _grading()
     from tito.grading import gradebook
 
@@ -276,7 +284,9 @@ def _report(scores: gradebook.Scores, title: str, only: list[str] | None = None)
         table.add_row(shown, *values, f"{scores.total(name):g}", status)
     console.print(table)
     for number, (grade_id, points) in enumerate(scores.cells, 1):
-        console.print(f"[note]{number}: {grade_id} ({points:g} points)[/note]", soft_wrap=True)
+        console.print(
+            f"[note]{number}: {safe(grade_id)} ({points:g} points)[/note]", soft_wrap=True
+        )
     for name in names:
         entry = scores.entries[name]
         if entry.reason and entry.status != GRADED:
@@ -301,9 +311,12 @@ def student_edition(
         ),
     ] = "",
 ) -> None:
-    """Write the repository students get: every unpublished module's solutions replaced by
-    their stubs (in modules/ and in tinytorch/), checked to hold none of their lines, committed
-    as a fresh git repository (or as a new commit on an earlier edition)."""
+    """Write the repository students get, without the unpublished modules' solutions.
+
+    Every unpublished module's solutions are replaced by their stubs (in modules/ and in
+    tinytorch/), checked to hold none of their lines, and committed as a fresh git repository
+    (or as a new commit on an earlier edition).
+    """
     from tito.grading import edition
 
     made = edition.build(out, edition.parse_published(published))
@@ -315,7 +328,7 @@ def student_edition(
     )
     console.print(
         "next: push it to the course's repository; students clone it and run "
-        f"[name]{escape('pip install -e .[test]')}[/name]",
+        "[name]pip install -e .[/name]",
         soft_wrap=True,
     )
 
@@ -343,7 +356,7 @@ def _similar(folder: Path, module, students: set[str]) -> None:
         return
     console.print(
         f"[bad]similar code[/bad] (at or above {result.settings.threshold:.2f}; grades unchanged, "
-        f"a person decides; side by side: {similarity.report_path(folder, module)}):",
+        f"a person decides; side by side: {safe(similarity.report_path(folder, module))}):",
         soft_wrap=True,
     )
     for pair in pairs:
@@ -376,9 +389,12 @@ def similarity(
         ),
     ] = None,
 ) -> None:
-    """Compare every submission's solution code with every other's, with the reference and with
-    --archive, after discounting what the release holds (starter code, given cells). Writes a
-    ranked list here, the best match per student for grades.csv, and an HTML report side by side."""
+    """Compare every submission's solution code with every other's and with the reference.
+
+    Also with --archive, after discounting what the release holds (starter code, given cells).
+    Writes a ranked list here, the best match per student for grades.csv, and an HTML report
+    side by side.
+    """
     from tito.grading import similarity as check
     from tito.inert import terminal_text
 
@@ -406,7 +422,7 @@ def similarity(
     flagged = len(result.flagged())
     console.print(
         f"{len(result.texts)} notebooks, {flagged} pair(s) at or above {limit:.2f}; report "
-        f"{paths.shown(page)}; grades.csv takes the best match per student from "
-        f"{paths.shown(record)} (tito grade export)",
+        f"{safe(paths.shown(page))}; grades.csv takes the best match per student from "
+        f"{safe(paths.shown(record))} (tito grade export)",
         soft_wrap=True,
     )

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tito.cli.console import console, ok
+from tito.cli.console import console, ok, safe
 from tito.errors import TitoError
 
 app = typer.Typer(
@@ -68,8 +68,10 @@ def export(
         typer.Option("--allow-partial", help="Export a run that stopped before its last step."),
     ] = False,
 ) -> None:
-    """Write FOLDER for GPT2LMHeadModel (or, for a Llama, LlamaForCausalLM): config, weights,
-    tokenizer."""
+    """Write FOLDER for GPT2LMHeadModel (a Llama: LlamaForCausalLM).
+
+    The folder holds the config, the weights and the tokenizer.
+    """
     from tinytorch.models import huggingface
 
     model, tok = read_model(checkpoint, allow_partial)
@@ -88,7 +90,7 @@ def export(
     ok(f"wrote {', '.join(written)} to {folder}")
     console.print(
         f"[note]load it with {'LlamaForCausalLM' if llama else 'GPT2LMHeadModel'}"
-        f'.from_pretrained("{folder}"); '
+        f'.from_pretrained("{safe(folder)}"); '
         "see docs/huggingface.md[/note]",
         soft_wrap=True,
     )

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tito.cli.console import console, ok
+from tito.cli.console import console, ok, safe
 from tito.curriculum import catalog, paths
 from tito.errors import TitoError
 
@@ -134,7 +134,7 @@ def leaderboard() -> None:
         console.print(table)
     if skipped:
         console.print(
-            f"{skipped} record(s) in {results_file()} are not valid results and were left out"
+            f"{skipped} record(s) in {safe(results_file())} are not valid results and were left out"
         )
 
 
@@ -171,8 +171,11 @@ def grade_class(
         ),
     ] = None,
 ) -> None:
-    """Instructor: measure every student's submitted run (submitted/STUDENT/20_capstone/run/)
-    in EVENT, one at a time against one baseline, into the gradebook's leaderboard table."""
+    """Instructor: measure every student's submitted run in EVENT against one baseline.
+
+    The runs are submitted/STUDENT/20_capstone/run/, measured one at a time, into the
+    gradebook's leaderboard table.
+    """
     from tito.grading import class_olympics
     from tito.grading.course import find_course
 
@@ -193,7 +196,7 @@ def grade_class(
         who = class_olympics.shown(r.student)
         if r.record is None:
             console.print(
-                f"[bad]{who}: not measured:[/bad] {escape(class_olympics.shown(r.reason))}"
+                f"[bad]{escape(who)}: not measured:[/bad] {escape(class_olympics.shown(r.reason))}"
             )
         else:
             said = class_olympics.shown(r.record["violation"] or "")
