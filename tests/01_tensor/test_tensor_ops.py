@@ -1,5 +1,7 @@
 """Module 01: Tensor values against numpy, broadcasting, local backward rules, errors."""
 
+import warnings
+
 import numpy as np
 import pytest
 from fdcheck import check_function
@@ -89,6 +91,26 @@ def test_comparisons_return_tensors():
     assert t in [t]  # identity hashing still works
 
 
+def test_a_comparison_selects_as_an_index_and_stays_a_number_in_arithmetic():
+    x = np.array([[-1.0, 2.0, 0.5], [3.0, -4.0, 0.0]], dtype=np.float32)
+    t = Tensor(x)
+    np.testing.assert_array_equal(t[t > 0].data, x[x > 0])  # not rows 0 and 1
+    np.testing.assert_array_equal(t[:, Tensor([1.0, -1.0, 1.0]) > 0].data, x[:, [0, 2]])
+    positions = (t[0] > 0) * 1.0  # arithmetic on a mask gives plain numbers: [0, 1, 1]
+    assert positions.dtype == np.float32 and not positions._mask
+    np.testing.assert_array_equal(t[positions].data, x[[0, 1, 1]])
+
+
+def test_tensor_indices_hold_whole_positions():
+    t = Tensor([10.0, 20.0, 30.0])
+    np.testing.assert_array_equal(t[Tensor([2.0, 0.0, 2.0])].data, [30, 10, 30])  # token ids
+    with pytest.raises(IndexError, match="positions, got fractions; round it"):
+        t[Tensor([1.7])]
+    for index in (1.0, np.float32(1.0), (0, 1.0)):
+        with pytest.raises(TypeError, match=r"is a float; positions are ints"):
+            t[index]
+
+
 def test_shape_errors_name_both_shapes():
     with pytest.raises(ShapeError, match=r"\(2, 3\).*\(4, 5\)"):
         Tensor(np.ones((2, 3))) @ Tensor(np.ones((4, 5)))
@@ -100,6 +122,38 @@ def test_shape_errors_name_both_shapes():
         Tensor(np.ones((2, 2))).sum(axis=3)
     with pytest.raises(TypeError, match="numbers"):
         Tensor("abc")
+
+
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (lambda: Tensor(np.ones((2, 3))).permute(0, 3), ShapeError, "axis 3 is out of range"),
+        (lambda: Tensor(np.ones((2, 3))).permute(1, 1), ShapeError, "not an ordering of 2"),
+        (lambda: Tensor(np.ones((2, 3))).transpose(0, 5), ShapeError, "axis 5 is out of range"),
+        (lambda: Tensor([1.0, 2.0]).item(), ValueError, r"one value, got shape \(2,\)"),
+        (lambda: Tensor(np.zeros((0, 3))).max(), ShapeError, "empty axis of \\(0, 3\\)"),
+        (lambda: Tensor(None), TypeError, "real numbers .* got None"),
+        (lambda: Tensor(1 + 2j), TypeError, r"real numbers .* got \(1\+2j\)"),
+        (lambda: Tensor(np.array([1j, 2.0])), TypeError, "real numbers"),
+        (lambda: len(Tensor(3.0)), TypeError, "0-d tensor"),
+        (lambda: bool(Tensor(np.ones((2, 2)))), ValueError, "ambiguous"),
+    ],
+)
+def test_bad_calls_raise_one_clear_line(make, error, message):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a ComplexWarning would mean the input was converted
+        with pytest.raises(error, match=message) as raised:
+            make()
+    assert "\n" not in str(raised.value)
+
+
+def test_negative_axes_and_empty_reductions_still_work():
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(Tensor(x).permute(-1, 0).data, x.T)
+    np.testing.assert_array_equal(Tensor(x).transpose(-1, 0).data, x.T)
+    assert Tensor(np.zeros((0, 3))).max(axis=1).shape == (0,)
+    assert Tensor(np.array([True, False])).data.tolist() == [1.0, 0.0]
+    assert len(Tensor(x)) == 2 and Tensor([[2.5]]).item() == 2.5
 
 
 def test_backward_without_autograd_hook_is_explained(monkeypatch):
@@ -127,6 +181,7 @@ def test_backward_without_autograd_hook_is_explained(monkeypatch):
         (MatMul, [(3, 4), (2, 4, 5)], {}),
         (MatMul, [(4,), (4, 5)], {}),
         (MatMul, [(3, 4), (4,)], {}),
+        (MatMul, [(4,), (4,)], {}),
         (Sum, [(2, 3, 4)], {"axis": (0, 2)}),
         (Sum, [(2, 3)], {"axis": 1, "keepdims": True}),
         (Mean, [(2, 3, 4)], {"axis": -1}),
@@ -134,6 +189,7 @@ def test_backward_without_autograd_hook_is_explained(monkeypatch):
         (Reshape, [(2, 6)], {"shape": (3, 4)}),
         (Permute, [(2, 3, 4)], {"axes": (2, 0, 1)}),
         (GetItem, [(4, 3)], {"index": (np.array([0, 2, 0]),)}),
+        (GetItem, [(3, 4)], {"index": np.arange(12).reshape(3, 4) % 3 == 0}),
     ],
 )
 def test_local_backward_rules_match_finite_differences(fn, arrays, kwargs):

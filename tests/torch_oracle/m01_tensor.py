@@ -9,6 +9,7 @@ OPS = {
     "mul": (lambda a, b: a * b, [(3, 4), (4,)]),
     "div": (lambda a, b: a / b, [(3, 4), (3, 1)]),
     "matmul": (lambda a, b: a @ b, [(2, 3, 4), (4, 5)]),
+    "dot": (lambda a, b: a @ b, [(4,), (4,)]),
     "pow": (lambda a: a**2.5, [(3, 4)]),
     "sum": (lambda a: a.sum(dim=(0, 2)), [(2, 3, 4)]),
     "mean": (lambda a: a.mean(dim=1, keepdim=True), [(2, 3, 4)]),
@@ -38,4 +39,31 @@ def build(cases):
         result_has_one=made.grad_fn is not None,
         result_is_leaf=made.is_leaf,
         untracked_has_one=torch.ones(2).mul(3).grad_fn is not None,
+    )
+
+    # a comparison used as a mask selects, and only the selected elements get a gradient
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    picked = tx[tx > 0]
+    weight = rng.standard_normal(tuple(picked.shape)).astype(np.float32)
+    (picked * torch.tensor(weight)).sum().backward()
+    cases.put("mask", seed=5, x=x, weight=weight, out=picked, grad=tx.grad)
+
+    # x ** 0 is the constant 1: its gradient is 0, also at x = 0
+    zero = torch.tensor([0.0, 1.0, -2.0], requires_grad=True)
+    (zero**0).sum().backward()
+    cases.put("pow_zero", x=zero.detach(), grad=zero.grad)
+
+    # the truth of a one-value tensor; many values raise
+    try:
+        bool(torch.ones(2))
+        many_raise = False
+    except RuntimeError:
+        many_raise = True
+    cases.put(
+        "truth",
+        zero=bool(torch.tensor([0.0])),
+        five_below_one=bool(torch.tensor(5.0) < 1.0),
+        many_raise=many_raise,
     )

@@ -157,6 +157,8 @@ class Pow(Function):
         return a**exponent
 
     def backward(self, grad):
+        if self.p == 0:  # a**0 is the constant 1: no slope, even at a = 0
+            return (np.zeros_like(grad),)
         return (grad * self.p * self.a ** (self.p - 1),)
 
 
@@ -202,8 +204,8 @@ class MatMul(Function):
         a, b = self.a, self.b
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
-        g = grad[..., None, :] if a.ndim == 1 else grad
-        g = g[..., None] if b.ndim == 1 else g
+        g = grad[..., None] if b.ndim == 1 else grad  # a 0-d grad (vector @ vector) gets both
+        g = g[..., None, :] if a.ndim == 1 else g
         ga = gb = None
         if self.needs_grad[0]:
             ga = sum_to_shape(g @ np.swapaxes(b2, -1, -2), a2.shape).reshape(a.shape)
@@ -251,6 +253,8 @@ class Mean(Function):
 class Max(Function):
     def forward(self, a, axis=None, keepdims=False):
         self.axes, self.keepdims = _axes(axis, a.ndim), keepdims
+        if not all(a.shape[i] for i in self.axes):
+            raise ShapeError(f"max over an empty axis of {a.shape}; check the tensor is not empty")
         out = np.max(a, axis=self.axes, keepdims=True)
         self.winners = a == out
         return out if keepdims else np.squeeze(out, axis=self.axes)
@@ -278,13 +282,13 @@ class Reshape(Function):
 
 class Permute(Function):
     def forward(self, a, axes):
-        if sorted(ax % a.ndim for ax in axes) != list(range(a.ndim)):
+        self.axes = _axes(axes, a.ndim)  # each in range
+        if sorted(self.axes) != list(range(a.ndim)):
             raise ShapeError(f"permute: {tuple(axes)} is not an ordering of {a.ndim} axes")
-        self.axes = axes
-        return np.transpose(a, axes)
+        return np.transpose(a, self.axes)
 
     def backward(self, grad):
-        return (np.transpose(grad, np.argsort([ax % grad.ndim for ax in self.axes])),)
+        return (np.transpose(grad, np.argsort(self.axes)),)
 
 
 class GetItem(Function):
@@ -299,27 +303,36 @@ class GetItem(Function):
 
 
 def _index(key):
-    """Tensors used as indices become integer arrays."""
+    """A comparison's mask selects (x[x > 0]); any other Tensor index holds positions."""
     if isinstance(key, Tensor):
-        return key.data.astype(np.int64)
-    if isinstance(key, tuple):
-        return tuple(_index(k) for k in key)
-    return key
+        if key._mask:
+            return key.data.astype(bool)
+        positions = key.data.astype(np.int64)
+        if not np.array_equal(positions, key.data):
+            raise IndexError("a Tensor index holds positions, got fractions; round it first")
+        return positions
+    if isinstance(key, (float, np.floating)):
+        raise TypeError(f"index {key} is a float; positions are ints, e.g. int({key})")
+    return tuple(_index(k) for k in key) if isinstance(key, tuple) else key
 
 
 class Tensor:
     """An n-dimensional float32 array that can record how it was computed."""
 
     __array_priority__ = 100  # numpy defers to Tensor in `ndarray + Tensor`
+    _mask = False  # True for a comparison's result: as an index it selects
 
     def __init__(self, data, requires_grad: bool = False):
         if isinstance(data, Tensor):
             data = data.data
         try:
-            self.data = np.asarray(data, dtype=_Precision.dtype)
+            array = np.asarray(data)
+            if array.dtype.kind not in "biuf":  # None, text, complex numbers
+                raise TypeError
+            self.data = array.astype(_Precision.dtype, copy=False)
         except (TypeError, ValueError):
             raise TypeError(
-                f"Tensor needs numbers (a number, list or numpy array), got {type(data).__name__}"
+                f"Tensor needs real numbers (a number, list or numpy array), got {data!r:.40}"
             ) from None
         self.requires_grad = requires_grad
         self.grad: np.ndarray | None = None
@@ -333,7 +346,17 @@ class Tensor:
     grad_fn, is_leaf = property(lambda self: self._ctx), property(lambda t: t._ctx is None)
 
     def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor (one number); use .item() or .size")
         return len(self.data)
+
+    def __bool__(self):  # `if t < 1:` asks one value; many values have no single truth
+        if self.size != 1:
+            raise ValueError(
+                f"the truth of a tensor of shape {self.shape} is ambiguous; "
+                "reduce it first (.sum(), .max()) or use .data.any() / .data.all()"
+            )
+        return bool(self.data.item())
 
     def __repr__(self):
         grad = ", requires_grad=True" if self.requires_grad else ""
@@ -358,6 +381,8 @@ class Tensor:
         self._grad = value.data if isinstance(value, Tensor) else value
 
     def item(self) -> float:
+        if self.size != 1:
+            raise ValueError(f"item() needs one value, got shape {self.shape}; index or reduce it")
         return float(self.data.item())
 
     __float__ = item
@@ -365,30 +390,16 @@ class Tensor:
     def __format__(self, spec):
         return format(self.item(), spec) if self.size == 1 else repr(self)
 
-    # --- arithmetic ----------------------------------------------------------------------
-    def __add__(self, other):
-        return Add.apply(self, other)
+    # --- arithmetic: `a + b` is Add.apply(a, b), and `2 + a` (reflected) Add.apply(2, a) ----
+    def _binary(fn):
+        return (lambda a, b: fn.apply(a, b)), (lambda a, b: fn.apply(b, a))
 
-    def __radd__(self, other):
-        return Add.apply(other, self)
-
-    def __sub__(self, other):
-        return Sub.apply(self, other)
-
-    def __rsub__(self, other):
-        return Sub.apply(other, self)
-
-    def __mul__(self, other):
-        return Mul.apply(self, other)
-
-    def __rmul__(self, other):
-        return Mul.apply(other, self)
-
-    def __truediv__(self, other):
-        return Div.apply(self, other)
-
-    def __rtruediv__(self, other):
-        return Div.apply(other, self)
+    __add__, __radd__ = _binary(Add)
+    __sub__, __rsub__ = _binary(Sub)
+    __mul__, __rmul__ = _binary(Mul)
+    __truediv__, __rtruediv__ = _binary(Div)
+    __matmul__, __rmatmul__ = _binary(MatMul)
+    matmul = __matmul__
 
     def __neg__(self):
         return Neg.apply(self)
@@ -397,15 +408,6 @@ class Tensor:
         if not isinstance(exponent, (int, float)):
             raise TypeError("Tensor ** exponent needs a plain number exponent")
         return Pow.apply(self, exponent=exponent)
-
-    def __matmul__(self, other):
-        return MatMul.apply(self, other)
-
-    def __rmatmul__(self, other):
-        return MatMul.apply(other, self)
-
-    def matmul(self, other):
-        return MatMul.apply(self, other)
 
     def exp(self):
         return Exp.apply(self)
@@ -448,21 +450,21 @@ class Tensor:
         """Swap two axes (the last two by default, as for a matrix transpose)."""
         if self.ndim < 2:
             raise ShapeError(f"transpose needs at least 2 dimensions, got shape {self.shape}")
-        axes = list(range(self.ndim))
+        axes, (axis0, axis1) = list(range(self.ndim)), _axes((axis0, axis1), self.ndim)
         axes[axis0], axes[axis1] = axes[axis1], axes[axis0]
         return Permute.apply(self, axes=tuple(axes))
 
-    @property
-    def T(self):
-        return self.transpose()
+    T = property(lambda self: self.transpose())
 
     def __getitem__(self, key):
         return GetItem.apply(self, index=_index(key))
 
-    # --- comparisons (no gradient) -----------------------------------------------------------
+    # --- comparisons (no gradient): 0/1 values, and a mask when used as an index ------------
     def _comparison(op):
         def compare(self, other):
-            return Tensor(op(self.data, other.data if isinstance(other, Tensor) else other))
+            out = Tensor(op(self.data, other.data if isinstance(other, Tensor) else other))
+            out._mask = True
+            return out
 
         return compare
 
