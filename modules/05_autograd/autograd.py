@@ -43,7 +43,7 @@ import functools
 
 import numpy as np
 
-from tinytorch.core.tensor import Tensor, _GradMode, sum_to_shape
+from tinytorch.core.tensor import Function, Tensor, _GradMode, sum_to_shape
 
 # %% [markdown]
 # ## Step 1: topological order
@@ -87,7 +87,26 @@ def topological_order(root: Tensor) -> list[Tensor]:
 # two leaves share an array); otherwise call `node._ctx.backward(total)` and, for every parent that
 # requires a gradient, reduce the returned gradient with `sum_to_shape` and add it to the parent's
 # total. Gradients keep the tensor's dtype (a float64 scalar must not turn float32 work into
-# float64). Release `node._ctx` once it has been used.
+# float64).
+#
+# Once a node's function has been used, set `node._ctx = RELEASED` (given below). The function
+# and the arrays it saved can then be freed, yet the node still is no leaf: a second backward
+# through it raises a clear error instead of quietly treating it as a parameter.
+
+
+# %% nbgrader={"grade": false, "grade_id": "released", "locked": true, "schema_version": 3, "solution": false, "task": false}
+#| export
+class Released(Function):
+    """Stands in for a function whose saved arrays a backward has freed."""
+
+    def backward(self, grad):
+        raise RuntimeError(
+            "backward() through a graph a second time: the first backward freed its saved "
+            "arrays; run the forward again, or add the losses and call backward once"
+        )
+
+
+RELEASED = Released()
 
 
 # %% nbgrader={"grade": false, "grade_id": "backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -130,7 +149,7 @@ def backward(root: Tensor, grad=None) -> None:
             g = sum_to_shape(g, parent.shape)
             key = id(parent)
             grads[key] = g if key not in grads else grads[key] + g
-        node._ctx = None  # free the graph: saved activations can be collected
+        node._ctx = RELEASED  # frees the saved arrays; a second backward here raises
     ### END SOLUTION
 
 
@@ -228,6 +247,12 @@ def test_chain_rule_and_accumulation(rng):
     backward(y)  # this notebook's engine (Tensor.backward() would call the installed package)
     np.testing.assert_allclose(a.grad, b.data + 1)
     np.testing.assert_allclose(b.grad, a.data)
+    try:  # the graph was released: going through it again is an error, not a silent no-op
+        backward(y)
+    except RuntimeError:
+        assert not y.is_leaf and y.grad is None
+    else:
+        raise AssertionError("a second backward through the same graph must raise")
     c = Tensor(np.ones((2, 3)), requires_grad=True)
     backward((c + Tensor(np.ones(3))).sum())  # broadcast add
     assert c.grad.shape == (2, 3)

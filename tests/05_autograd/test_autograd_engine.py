@@ -11,7 +11,13 @@ import oracle
 import pytest
 from fdcheck import check_graph
 
-from tinytorch.core.autograd import backward, no_grad, numerical_gradient, topological_order
+from tinytorch.core.autograd import (
+    RELEASED,
+    backward,
+    no_grad,
+    numerical_gradient,
+    topological_order,
+)
 from tinytorch.core.tensor import Function, Tensor
 
 
@@ -79,8 +85,49 @@ def test_intermediates_keep_no_grad_and_graph_is_released():
     z = y.sum()
     z.backward()
     assert y.grad is None and z.grad is None
-    assert y._ctx is None and z._ctx is None
+    assert y._ctx is RELEASED and z._ctx is RELEASED  # the functions and their arrays let go
+    assert not y.is_leaf and not z.is_leaf
     np.testing.assert_allclose(x.grad, [3.0, 3.0])
+
+
+def test_a_second_backward_through_a_released_graph_raises_like_torch():
+    torch = oracle.load(__file__).case("freed")
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    y = (a * a).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="second time.*run the forward again") as again:
+        y.backward()
+    assert torch["again_raises"] and "\n" not in str(again.value)
+    h = a * a
+    h.sum().backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        (h * 3).sum().backward()  # a new graph on top of a released node
+    assert torch["through_raises"] and y.is_leaf == h.is_leaf == bool(torch["used_is_leaf"])
+    assert y.grad is None and h.grad is None  # no used node was taken for a parameter
+    np.testing.assert_array_equal(a.grad, torch["grad_a"])
+    (a * a).sum().backward()  # the forward again: a fresh graph works
+    np.testing.assert_array_equal(a.grad, torch["grad_a"] + [2.0, 4.0])
+
+
+def test_gradients_reach_only_the_elements_a_mask_selects():
+    x = Tensor([-1.0, 2.0, -3.0, 4.0], requires_grad=True)
+    (x[x > 0] * Tensor([1.0, 10.0])).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.0, 1.0, 0.0, 10.0])
+
+
+def test_vector_dot_product_backward():
+    a, b = Tensor([1.0, 2.0, 3.0], requires_grad=True), Tensor([4.0, 5.0, 6.0], requires_grad=True)
+    (a @ b).backward()
+    np.testing.assert_array_equal(a.grad, b.data)
+    np.testing.assert_array_equal(b.grad, a.data)
+    rng = np.random.default_rng(4)
+    check_graph(lambda u, v: (u @ v) * u, rng.standard_normal(5), rng.standard_normal(5))
+
+
+def test_power_zero_through_the_engine():
+    a = Tensor([0.0, 1.0], requires_grad=True)
+    (a**0).sum().backward()
+    np.testing.assert_array_equal(a.grad, [0.0, 0.0])
 
 
 def test_gradients_accumulate_over_backward_calls():

@@ -105,3 +105,28 @@ def build(cases):
     torch.nn.functional.cross_entropy(torch.tensor(x) @ w + b, torch.tensor(targets)).backward()
     cases.put("linear_ce", seed=2, weight=weight, bias=bias, x=x, targets=targets)
     cases.put("linear_ce", grad_weight=w.grad, grad_bias=b.grad)
+
+    # test_autograd_engine.py: a second backward through a freed graph raises; its nodes stay
+    # no leaves
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    y = (a * a).sum()
+    y.backward()
+    try:
+        y.backward()
+        again_raises = False
+    except RuntimeError:
+        again_raises = True
+    h = a * a
+    h.sum().backward()
+    try:
+        (h * 3).sum().backward()
+        through_raises = False
+    except RuntimeError:
+        through_raises = True
+    cases.put(
+        "freed",
+        again_raises=again_raises,
+        through_raises=through_raises,
+        used_is_leaf=y.is_leaf or h.is_leaf,
+        grad_a=a.grad,
+    )
