@@ -33,9 +33,14 @@ collect_ignore = [] if HAS_TORCH or REQUIRE_TORCH else TORCH_FOLDERS
 
 
 # `make test` runs the suite as two pytest processes side by side (most tests keep one core
-# busy): `--half 1` is tito's tests, `--half 2` everything else and the two long walks over every
-# module. Both collect the whole suite and keep their part, so together they run every test once.
-SECOND_HALF = ("tests/tito/test_complete_every_module.py", "tests/tito/test_probe_seeds.py")
+# busy): `--half 1` is tito's tests, `--half 2` everything else, the two long walks over every
+# module and the milestone runs on modules written to the letter. Both collect the whole suite
+# and keep their part, so together they run every test once.
+SECOND_HALF = (
+    "tests/tito/test_complete_every_module.py",
+    "tests/tito/test_probe_seeds.py",
+    "tests/tito/test_contracts_across_modules.py",  # milestone runs, as tests/milestone_runs
+)
 
 
 def half_of(nodeid: str) -> int:

@@ -557,12 +557,13 @@ class Llama(Module):
         """Logits (B, V) of the next position, reading the caches while the context fits."""
         if caches is None:
             return self.forward(tokens[:, -self.max_seq_len :]).data[:, -1]
-        past = len(caches[0])
-        if past == tokens.shape[1] - 1 and past < self.max_seq_len:
-            return self.forward(tokens[:, -1:], caches).data[:, -1]  # one new position
-        for cache in caches:  # the first step, or the window slid: every position moved
-            cache.reset()
-        return self.forward(tokens[:, -self.max_seq_len :], caches).data[:, -1]
+        held = len(caches[0])  # positions the caches hold
+        extends = held == tokens.shape[1] - 1 and held < self.max_seq_len
+        if not extends:  # the first step, or the window slid: every position moved
+            for cache in caches:
+                cache.reset()
+        new = tokens[:, -1:] if extends else tokens[:, -self.max_seq_len :]
+        return self.forward(new, caches).data[:, -1]  # one new position, or the window
 
     @no_grad()
     def generate(self, prompt_tokens, max_new_tokens=50, temperature=1.0, top_k=None, seed=None,
@@ -681,7 +682,7 @@ def test_rotary_turns_pairs_by_position(rng):
     with precision(np.float64):  # the score depends on the distance only
         scores = [float((rotary(Tensor(q), m).data * rotary(Tensor(k), m - 3).data).sum())
                   for m in (3, 7, 12)]  # fmt: skip
-    np.testing.assert_allclose(scores, scores[0], rtol=1e-9)
+    np.testing.assert_allclose(scores, scores[0], rtol=1e-9, atol=1e-12)
     x, weight = rng.normal(size=(2, 5, 8)), rng.normal(size=(2, 5, 8))
     start = int(rng.integers(0, 10))
 

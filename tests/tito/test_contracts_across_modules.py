@@ -22,40 +22,48 @@ from tito.curriculum import notebooks
 from tito.curriculum.catalog import find
 from tito.curriculum.paths import PACKAGE_ROOT
 
-# (the reference's line, the student's line): each a spelling the lesson's text allows
+# (where the reference's line is, the student's line): each a spelling the lesson's text allows.
+# A reference line is found in the module's solution regions at test time, as the one line
+# starting with the first words given and holding the rest, so no answer is copied here; the
+# student's lines are alternatives, and this file is instructor-only (the student edition leaves
+# tests/tito/ out, tito/grading/edition.py).
 TO_THE_LETTER = {
     16: [
-        (
-            "        cols = np.concatenate([np.arange(h * d, (h + 1) * d) for h in heads])",
-            "        cols = (np.array(heads)[:, None] * d + np.arange(d)).reshape(-1)",
-        ),
-        (
-            "    kept = np.sort(np.argsort(importance)[::-1][:keep])",
-            "    kept = np.sort(np.argsort(-importance, kind='stable')[:keep])",
-        ),
+        (("cols = ",), "cols = (np.array(heads)[:, None] * d + np.arange(d)).reshape(-1)"),
+        (("kept = ",), "kept = np.sort(np.argsort(-importance, kind='stable')[:keep])"),
     ],
     17: [
         (
-            "    merged = out.transpose(0, 2, 1, 3).reshape(batch, steps, -1)  # (B, T_new, H * D)",
-            "    merged = np.swapaxes(out, 1, 2).reshape(batch, steps, heads * q.shape[-1])",
+            ("merged = ",),
+            "merged = np.swapaxes(out, 1, 2).reshape(batch, steps, heads * q.shape[-1])",
         ),
     ],
     20: [
+        (('return f"',), 'return "a measurement is missing or infinite"'),
         (
-            '        return f"a measurement is not a finite number: {numbers}"',
-            '        return "a measurement is missing or infinite"',
-        ),
-        (
-            "    return float(np.prod(ratios) ** (1 / len(ratios)))",
-            "    return float((ratios[0] * ratios[1] * ratios[2]) ** (1 / 3))",
+            ("return float(", "ratios"),
+            "return float((ratios[0] * ratios[1] * ratios[2]) ** (1 / 3))",
         ),
     ],
 }
 # module 17 read as "(B, H, T, D) -> (B, T, E)" with E the model width: what the text rules out
-MODEL_WIDTH = (
-    "    merged = out.transpose(0, 2, 1, 3).reshape(batch, steps, -1)  # (B, T_new, H * D)",
-    "    merged = out.transpose(0, 2, 1, 3).reshape(batch, steps, x.shape[-1])",
-)
+MODEL_WIDTH = (("merged = ",), "merged = np.swapaxes(out, 1, 2).reshape(batch, steps, x.shape[-1])")
+# an error planted before module 20's line that cuts the held-out text into rows
+PLANT = (("rows = ",), "if len(ids) > 2000:\n    raise ArithmeticError('planted')\n", "before")
+
+
+def reference_line(text: str, number: int, where: tuple[str, ...]) -> str:
+    """The one line of the module's solution regions that starts with where[0] and holds the
+    rest of `where`."""
+    inside, found = False, []
+    for line in text.splitlines():
+        marker = line.strip()
+        if marker.startswith(("### BEGIN", "### END")):
+            inside = marker.startswith("### BEGIN")
+        elif inside and marker.startswith(where[0]) and all(w in marker for w in where[1:]):
+            found.append(line)
+    assert len(found) == 1, f"module {number}: {len(found)} solution lines match {where}"
+    return found[0]
 
 
 def tito(project, *args, timeout=900):
@@ -75,9 +83,12 @@ def write_notebook(project, number, edits):
     """The module's reference with `edits` applied, where the student's notebook lives."""
     module = find(number)
     text = (PACKAGE_ROOT / module.source).read_text(encoding="utf-8")
-    for old, new in edits:
-        assert text.count(old) == 1, f"module {number}: the reference no longer has {old!r}"
-        text = text.replace(old, new)
+    for where, new, *before in edits:
+        old = reference_line(text, number, where)
+        indent = old[: len(old) - len(old.lstrip())]
+        new = "".join(indent + part + "\n" for part in new.splitlines())
+        new = new + old + "\n" if before else new
+        text = text.replace(old + "\n", new)
     source = project / "variants" / "modules" / module.name / f"{module.slug}.py"
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_text(text, encoding="utf-8")
@@ -152,10 +163,7 @@ def test_every_olympics_event_and_compress_run_on_the_modules_written_to_the_let
 def test_a_failure_in_the_students_module_names_the_module_and_the_cell(completed):
     # module 20's tests pass (their texts are short); the olympics' held-out text is not
     project = completed
-    plant = ("    rows = ids[: count * window + 1]\n",
-             "    if len(ids) > 2000:\n        raise ArithmeticError('planted')\n"
-             "    rows = ids[: count * window + 1]\n")  # fmt: skip
-    write_notebook(project, 20, [*TO_THE_LETTER[20], plant])
+    write_notebook(project, 20, [*TO_THE_LETTER[20], PLANT])
     try:
         done = tito(project, "module", "complete", 20)
         assert done.returncode == 0, done.stdout + done.stderr

@@ -125,8 +125,10 @@ def secrets(stubbed: list[CourseModule], root: Path, names: list[str] | None = N
     """The normalised lines an edition must not hold: those of the stubbed modules' solution
     regions and of their reference package files, of meaningful length, that nothing the
     edition rightly holds carries too: the released sources and their exports, the published
-    modules' references, and the hand-written files (`names`, default: the whole tree) that
-    happen to share a line with a solution (`for block in self.blocks:`)."""
+    modules' references (their lines, and what their text quotes), and the hand-written files
+    (`names`, default: the whole tree) that happen to share a whole code line with a solution
+    (`for block in self.blocks:`). A solution line quoted inside a hand-written file is no
+    such coincidence: it stays secret."""
     names = _tracked(root) if names is None else names
     derived = {m.source.as_posix() for m in MODULES}
     derived |= {p.as_posix() for m in stubbed for p in m.package_files()}
@@ -142,7 +144,8 @@ def secrets(stubbed: list[CourseModule], root: Path, names: list[str] | None = N
         text, files = _stubbed_source(module, root)
         if module not in stubbed:
             text = (root / module.source).read_text(encoding="utf-8")
-        public.update(_normal(line) for line in text.splitlines())
+        for line in text.splitlines():  # a released lesson quotes a line on purpose
+            public.update(_spoken(line))
         for body in files.values():
             public.update(_normal(line) for line in body.splitlines())
     found = set()
@@ -162,8 +165,19 @@ def secrets(stubbed: list[CourseModule], root: Path, names: list[str] | None = N
     return {line for line in found - public if len(line) >= MIN_SECRET}
 
 
+# a piece of a line between quotes or backticks: a solution line held as a string or quoted in
+# prose is as much a leak as one written out
+_QUOTED = re.compile(r"""(["'`])(.+?)\1""")
+
+
+def _spoken(line: str) -> set[str]:
+    """The normalised line and each normalised quoted piece of it."""
+    return {_normal(line)} | {_normal(inside) for _, inside in _QUOTED.findall(line)}
+
+
 def leaks(folder: Path, secret: set[str]) -> list[str]:
-    """'path: line' for every secret line found in a file under `folder` (git objects aside)."""
+    """'path: line' for every secret line found in a file under `folder` (git objects aside),
+    whole or between quotes."""
     found = []
     for path in sorted(folder.rglob("*")):
         if not path.is_file() or ".git" in path.relative_to(folder).parts:
@@ -173,7 +187,7 @@ def leaks(folder: Path, secret: set[str]) -> list[str]:
         except UnicodeDecodeError:
             continue  # a binary file (the digits) holds no source line
         for line in text.splitlines():
-            if _normal(line) in secret:
+            if _spoken(line) & secret:
                 found.append(f"{path.relative_to(folder).as_posix()}: {line.strip()}")
     return found
 

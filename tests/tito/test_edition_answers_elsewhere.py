@@ -1,0 +1,82 @@
+"""The student edition's leak check sees a solution line held as a string, and no file the edition
+ships besides a lesson and its exports holds a line of module 16's, 17's or 20's solutions."""
+
+import re
+
+import pytest
+
+from tito.curriculum.catalog import MODULES, find
+from tito.curriculum.paths import PACKAGE_ROOT
+from tito.grading import edition
+
+# a control-flow header shared with a solution (`if mask is not None:`) answers nothing
+HEADER = re.compile(r"^(if|elif|for|while|with) .*:$")
+
+
+def solution_lines(number: int) -> set[str]:
+    inside, found = False, set()
+    for line in (PACKAGE_ROOT / find(number).source).read_text(encoding="utf-8").splitlines():
+        marker = line.strip()
+        if marker.startswith(("### BEGIN", "### END")):
+            inside = marker.startswith("### BEGIN")
+        elif inside and len(edition._normal(line)) >= edition.MIN_SECRET:
+            found.add(edition._normal(line))
+    return found
+
+
+def test_a_solution_line_is_found_whole_or_between_quotes(tmp_path):
+    secret = {"cols = np.concatenate([a, b])"}
+    (tmp_path / "a.py").write_text(
+        "    cols = np.concatenate([a, b])\n"  # written out
+        'PAIRS = [("        cols = np.concatenate([a, b])", "x")]\n'  # a string in a test
+        "text = 'cols = np.concatenate([a, b])  # the columns'\n"  # with its comment
+        "other = np.concatenate([a, b])\n",  # not the line
+        encoding="utf-8",
+    )
+    (tmp_path / "b.md").write_text("Write `cols = np.concatenate([a, b])` here.\n", "utf-8")
+    found = edition.leaks(tmp_path, secret)
+    assert [f.split(":")[0] for f in found] == ["a.py", "a.py", "a.py", "b.md"]
+
+
+def test_a_quoted_solution_line_in_a_hand_written_file_stays_secret(tmp_path):
+    line = sorted(solution_lines(20), key=len)[-1]  # the longest, no shared idiom
+    quoted = tmp_path / "quoted.py"
+    quoted.write_text(f"EDITS = [{line!r}]\n", encoding="utf-8")
+    written = tmp_path / "written.py"
+    written.write_text(f"def f():\n    {line}\n", encoding="utf-8")
+    stubbed = [find(20)]
+    assert line in edition.secrets(stubbed, PACKAGE_ROOT, [str(quoted)])
+    assert line not in edition.secrets(stubbed, PACKAGE_ROOT, [str(written)])  # a coincidence
+
+
+def shipped_given_parts() -> dict[str, str]:
+    """Every lesson's released text and exports with its solutions stubbed: what a lesson
+    ships of itself however it is published (its own answers aside)."""
+    texts = {}
+    for module in MODULES:
+        text, files = edition._stubbed_source(module, PACKAGE_ROOT)
+        texts[module.source.as_posix()] = text
+        texts.update({path.as_posix(): body for path, body in files.items()})
+    return texts
+
+
+@pytest.mark.parametrize("number", [16, 17, 20])
+def test_no_shipped_file_but_the_lesson_holds_a_solution_line(number):
+    secret = solution_lines(number)
+    own = {find(number).source.as_posix()}
+    own |= {p.as_posix() for p in find(number).package_files()}
+    given = shipped_given_parts()
+    found = []
+    for name in sorted(set(edition._tracked(PACKAGE_ROOT)) | set(given)):
+        if name in own or name.startswith(edition.LEFT_OUT):
+            continue
+        try:
+            text = given.get(name) or (PACKAGE_ROOT / name).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for line in text.splitlines():
+            whole = edition._normal(line)
+            quoted = edition._spoken(line) - {whole}
+            if quoted & secret or (whole in secret and not HEADER.match(whole)):
+                found.append(f"{name}: {line.strip()}")
+    assert not found, found
