@@ -45,27 +45,46 @@ def operand(fn_cls, i: int, count: int) -> str:
     return f"the {ordinal} input ({name} of forward({', '.join(names)}))"
 
 
-def wrong_gradient(got, want, what: str, rtol: float, atol: float, blame=None) -> None:
-    """An AssertionError saying which gradient is wrong and by how much, when `got` is not
-    `want`; `blame` (a function) is where tito's report points: the student's backward."""
+def wrong_values(got, want, what: str, rtol: float, atol: float, blame=None,
+                 referee: str = "central differences", then: str = "") -> None:  # fmt: skip
+    """An AssertionError saying what is wrong and by how much, when `got` is not `want`
+    (numpy's assert_allclose decides); `blame` (a function) is where tito's report points, and
+    `then` what waits for this to be right."""
     try:
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
     except AssertionError:
-        worst = float(np.max(np.abs(np.asarray(got) - np.asarray(want))))
-        err = AssertionError(
-            f"{what} is wrong: it differs from central differences by up to {worst:.3g} "
-            f"(rtol {rtol:g}, atol {atol:g})"
-        )
+        got, want = np.asarray(got), np.asarray(want)
+        if got.shape != want.shape:
+            how = f"its shape {got.shape} is not {want.shape}, the shape of {referee}"
+        else:
+            worst = float(np.max(np.abs(got.astype(np.float64) - want)))
+            how = f"it differs from {referee} by up to {worst:.3g} (rtol {rtol:g}, atol {atol:g})"
+        err = AssertionError(f"{what} is wrong: {how}" + (f"; {then}" if then else ""))
         if blame is not None:  # read by tito's pytest plugin: a place the traceback lacks
             _, line = inspect.getsourcelines(blame)
             err.tito_where = (inspect.getsourcefile(blame), line)
         raise err from None
 
 
-def check_function(fn_cls, *arrays, kwargs=None, wrt=None, h=1e-6, rtol=1e-5, atol=1e-7, seed=0):
+def wrong_gradient(got, want, what: str, rtol: float, atol: float, blame=None) -> None:
+    """wrong_values against central differences; `blame`: the student's backward."""
+    wrong_values(got, want, what, rtol, atol, blame)
+
+
+def wrong_output(got, want, fn_cls, rtol: float, atol: float, referee: str = "the expected values",
+                 then: str = "") -> None:  # fmt: skip
+    """wrong_values for the output of `fn_cls.forward`, naming and blaming that forward."""
+    what = f"{fn_cls.__name__}.forward: its output"
+    wrong_values(got, want, what, rtol, atol, fn_cls.forward, referee, then)
+
+
+def check_function(fn_cls, *arrays, kwargs=None, wrt=None, h=1e-6, rtol=1e-5, atol=1e-7, seed=0,
+                   reference=None):  # fmt: skip
     """Compare `fn_cls().backward` with central differences of `fn_cls().forward`.
 
-    `wrt` lists the input positions to check (default: every float input).
+    `wrt` lists the input positions to check (default: every float input). `reference(*arrays,
+    **kwargs)`, when given, is the right output: a forward that differs from it is reported as
+    the forward's slip, since central differences of a wrong forward would blame a right backward.
     """
     kwargs = kwargs or {}
     arrays = [
@@ -75,6 +94,9 @@ def check_function(fn_cls, *arrays, kwargs=None, wrt=None, h=1e-6, rtol=1e-5, at
     fn = fn_cls()
     fn.needs_grad = tuple(i in wrt for i in range(len(arrays)))
     out = fn.forward(*arrays, **kwargs)
+    if reference is not None:
+        then = f"{fn_cls.__name__}.backward is checked against the forward once it is right"
+        wrong_output(out, reference(*arrays, **kwargs), fn_cls, rtol, atol, then=then)
     weight = np.random.default_rng(seed).standard_normal(np.shape(out))
     analytic = fn.backward(weight)
 

@@ -6,6 +6,7 @@ PyTorch's answers are committed in torch_reference.npz (tests/torch_oracle/m02_a
 import numpy as np
 import oracle
 import pytest
+from fdcheck import wrong_output, wrong_values
 
 from tinytorch.core.activations import (
     GELU,
@@ -50,26 +51,28 @@ def test_forward_and_backward_match_torch(fn_cls, kwargs, ref, shape):
     out = fn.forward(x, **kwargs)
     (gx,) = fn.backward(g)
     assert out.dtype == np.float32 and gx.dtype == np.float32
-    np.testing.assert_allclose(out, case["out"], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(gx, case["grad"], rtol=1e-4, atol=1e-6)
+    # each names the method it compared (tito's report points there), the forward first
+    wrong_output(out, case["out"], fn_cls, 1e-5, 1e-6, "PyTorch's output")
+    what = f"{fn_cls.__name__}.backward: the input gradient"
+    wrong_values(gx, case["grad"], what, 1e-4, 1e-6, fn_cls.backward, "PyTorch's gradient")
 
 
 @pytest.mark.parametrize(
-    "func, layer, ref",
+    "func, layer, fn_cls, ref",
     [
-        (relu, ReLU(), "relu"),
-        (sigmoid, Sigmoid(), "sigmoid"),
-        (tanh, Tanh(), "tanh"),
-        (gelu, GELU(), "gelu"),
-        (softmax, Softmax(), "softmax"),
+        (relu, ReLU(), ReLUFunction, "relu"),
+        (sigmoid, Sigmoid(), SigmoidFunction, "sigmoid"),
+        (tanh, Tanh(), TanhFunction, "tanh"),
+        (gelu, GELU(), GELUFunction, "gelu"),
+        (softmax, Softmax(), SoftmaxFunction, "softmax"),
     ],
 )
-def test_functions_and_layers_return_tensors(func, layer, ref):
+def test_functions_and_layers_return_tensors(func, layer, fn_cls, ref):
     case = REF.case(f"{ref}/layer")
     x, want = case["x"], case["out"]
     for got in (func(x), func(Tensor(x)), layer(Tensor(x)), layer.forward(x)):
         assert isinstance(got, Tensor) and got.dtype == np.float32 and got.shape == x.shape
-        np.testing.assert_allclose(got.data, want, rtol=1e-5, atol=1e-6)
+        wrong_output(got.data, want, fn_cls, 1e-5, 1e-6, "PyTorch's output")
     assert layer.parameters() == []
 
 
@@ -85,8 +88,12 @@ def test_softmax_axis_argument_on_layer_and_function():
     for axis in (0, 1, -1, -2):
         case = REF.case(f"softmax_axis{axis}")
         x, want = case["x"], case["out"]
-        np.testing.assert_allclose(softmax(x, axis=axis).data, want, rtol=1e-5, atol=1e-7)
-        np.testing.assert_allclose(Softmax(axis=axis)(x).data, want, rtol=1e-5, atol=1e-7)
+        wrong_output(
+            softmax(x, axis=axis).data, want, SoftmaxFunction, 1e-5, 1e-7, "PyTorch's output"
+        )
+        wrong_output(
+            Softmax(axis=axis)(x).data, want, SoftmaxFunction, 1e-5, 1e-7, "PyTorch's output"
+        )
 
 
 def test_activation_records_graph_only_when_asked():

@@ -10,7 +10,8 @@ grading sandbox where nothing is writable, to stdout as one line "<nonce> trace 
 trace.npz (tito/sandbox/npzwire.py: no pickle): the numbers, keyed "c<check>e<event>_<name>", and a
 JSON record: per check, the events in the order they happened: each forward of an operation
   (its class, the layer it ran in, the notebook cell and line of the code that called it), each
-  backward (the gradient it got and the ones it gave), each layer's output, and the values the
+  backward (the gradient it got and the ones it gave), through the engine or called by the check
+  itself (class Direct), each layer's output, and the values the
   check's probe returned; plus the error the check ended with, if any.
 
 Cells are compiled with the file name "<cell LABEL>", so a frame tells which cell it is in.
@@ -52,7 +53,8 @@ def _cell_of(code) -> str | None:
 
 def _defined(method) -> list | None:
     """[cell label, line] where a method was written, when it was written in a cell."""
-    code = getattr(getattr(method, "__func__", method), "__code__", None)
+    method = getattr(method, "__func__", method)
+    code = getattr(getattr(method, "__wrapped__", method), "__code__", None)
     if code is None or _cell_of(code) is None:
         return None
     return [_cell_of(code), code.co_firstlineno]
@@ -142,6 +144,72 @@ class Recorder:
         self._event(event, {"out": output})
 
 
+class Direct:
+    """Records the forward and backward calls a check makes itself, without `Function.apply`
+    or the engine (modules 01 and 02 test a backward by calling it): the engine's listeners
+    never hear those. Each `forward`/`backward` written in a cell of a Function class is wrapped
+    once; a call from the engine's own code (tinytorch/core/hooks.py), which the listeners
+    already hear, or from inside another recorded call of the same operation is not recorded
+    again."""
+
+    def __init__(self, hooks_file: str):
+        self.recorder = None  # the check's Recorder while a check runs, else None
+        self.hooks = os.path.realpath(hooks_file)
+        self.inside: set[int] = set()  # ids of operations in a recorded call now
+
+    def watch(self, namespace: dict, bases: tuple) -> None:
+        for value in list(namespace.values()):
+            if not (isinstance(value, type) and bases and issubclass(value, bases)):
+                continue
+            for name in ("forward", "backward"):
+                method = value.__dict__.get(name)
+                if isinstance(method, types.FunctionType) and _defined(method):
+                    setattr(value, name, self._wrap(name, method))
+
+    def _engine(self, frame) -> bool:
+        return frame is not None and os.path.realpath(frame.f_code.co_filename) == self.hooks
+
+    def _wrap(self, name: str, method):
+        direct = self
+
+        def call(fn, *args, **kwargs):
+            recorder = direct.recorder
+            if recorder is None or id(fn) in direct.inside or direct._engine(sys._getframe(1)):
+                return method(fn, *args, **kwargs)
+            direct.inside.add(id(fn))
+            try:
+                result = method(fn, *args, **kwargs)
+            finally:
+                direct.inside.discard(id(fn))
+            if name == "forward":
+                recorder.forward(fn, list(args), kwargs, result, 0.0)
+            else:
+                grad = args[0] if args else kwargs.get("grad")
+                recorder.backward(fn, grad, result, 0.0)
+            return result
+
+        call.__wrapped__ = method
+        call.__name__, call.__qualname__ = method.__name__, method.__qualname__
+        call.__doc__ = method.__doc__
+        return call
+
+
+def _bases(namespace: dict) -> tuple:
+    """The Function classes: the one a cell defined (module 01) and the package's."""
+    found = [namespace.get("Function")]
+    tensor = sys.modules.get("tinytorch.core.tensor")
+    found.append(getattr(tensor, "Function", None))
+    return tuple({id(b): b for b in found if isinstance(b, type)}.values())
+
+
+def _setup_error(label: str, err: BaseException) -> dict:
+    """A failed cell: its error, and where (a syntax error's own line: it ran no frame)."""
+    if isinstance(err, SyntaxError) and err.filename == f"<cell {label}>":
+        return {"cell": label, "error": f"{type(err).__name__}: {err.msg}"[:320],
+                "where": [[label, int(err.lineno or 0)]]}  # fmt: skip
+    return {"cell": label, "error": CELLS.describe(err), "where": _where(err)}
+
+
 def _where(err: BaseException) -> list:
     """[[cell label, line], ...] of the notebook-cell frames the error passed, innermost first."""
     found = []
@@ -179,6 +247,7 @@ def main() -> None:
     sys.path[:0] = job["path"]
     import numpy as np
 
+    from tinytorch.core import hooks
     from tinytorch.core.hooks import listen
 
     try:
@@ -192,7 +261,9 @@ def main() -> None:
         try:
             exec(compile_cell(code, label), namespace)
         except BaseException as err:  # noqa: BLE001 - a broken cell is reported, not fatal
-            setup_errors.append({"cell": label, "error": CELLS.describe(err), "where": _where(err)})
+            setup_errors.append(_setup_error(label, err))
+    direct = Direct(hooks.__file__)
+    direct.watch(namespace, _bases(namespace))
     arrays: dict = {}
     # numbers kept in all: bytes and arrays (tito/sandbox/limits.py)
     budget = [int(job["max_bytes"]), int(job["max_arrays"])]
@@ -206,6 +277,7 @@ def main() -> None:
         try:
             if Collect is not None:
                 Collect.probes = []
+            direct.recorder = recorder
             with listen(recorder):
                 # the check's own asserts are off (optimize=1) and numpy's are recorded, not
                 # raised, so that it runs on and returns its numbers for the comparison
@@ -222,6 +294,7 @@ def main() -> None:
         except BaseException as err:  # noqa: BLE001 - the error is part of the diagnosis
             record["error"], record["where"] = CELLS.describe(err), _where(err)
         finally:
+            direct.recorder = None
             if Collect is not None:
                 Collect.probes = None
         if failed and record["error"] is None:

@@ -11,14 +11,14 @@ Then the backward pass the same way, then the values each check returned.
 
 A finding names the layer, the operation and its method, forward or backward, which output, how
 far off and where, a guess at the cause from the shape of the error (tito/student/divergence.py),
-and
-the student's own cell and line. It never shows reference code or a check's code.
+and the student's own cell and line. It never shows reference code or a check's code.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
 import secrets
 import subprocess
 import sys
@@ -41,6 +41,7 @@ ENGINE_HINT = (
     "node's gradients are added up (+=, not =) and each node runs once, after all its users"
 )
 RUNNER = Path(__file__).parents[1] / "sandbox" / "trace_runner.py"
+STOPPED = "the check stopped with an error"
 SEED = 0
 TIMEOUT = 600.0
 
@@ -239,13 +240,18 @@ def explain(module: CourseModule, student: Trace, cells: Cells, reference: Trace
     diagnosis = Diagnosis(module, [c["label"] for c in reference.checks])
     if [c["label"] for c in student.checks] != diagnosis.checks:
         raise TitoError("the diagnosis run sent back other checks than the module's")
+    broken = []  # the student's cells that failed, as the notes name them
     for error in student.setup:
         place = cells.place(error["where"])
         if place or error["cell"] in cells.solutions:
-            diagnosis.notes.append(f"{error['error']} ({place or 'cell ' + error['cell']})")
+            number = cells.solutions.get(error["cell"], (None,))[0]
+            broken.append(f"{cells.notebook}, cell {number}" if number else place)
+            diagnosis.notes.append(f"{error['error']}, at {place or 'cell ' + error['cell']}")
     for mine, ref in zip(student.checks, reference.checks, strict=True):
         finding = first_difference(mine, ref, student, reference, cells)
         if finding is not None:
+            if broken and finding.what == STOPPED and not finding.place:  # not in their code
+                finding.hint = f"a knock-on of your failed cell ({broken[0]}): fix that first"
             diagnosis.findings.append(finding)
     return diagnosis
 
@@ -326,14 +332,16 @@ def first_difference(mine: dict, ref: dict, student: Trace, reference: Trace,
                 )
     failed = mine["error"] and not ref["error"]
     if failed and not mine["error"].startswith("AssertionError"):  # their code raised
-        return Finding(check, "the check stopped with an error", mine["error"],
-                       _error_hint(mine["error"]), cells.place(mine["where"]))  # fmt: skip
-    finding = _backward_difference(check, events, ref_events, pairs, student, reference, cells)
+        place = cells.place(mine["where"])
+        return Finding(check, STOPPED, mine["error"], _error_hint(mine["error"], place), place)
+    finding, compared = _backward_difference(
+        check, events, ref_events, pairs, student, reference, cells
+    )
     if finding is not None:
         return finding
     if failed:  # the check's own assertion, with no operation to blame before it
-        return Finding(check, "the check stopped with an error", mine["error"],
-                       _error_hint(mine["error"]), cells.place(mine["where"]))  # fmt: skip
+        place = cells.place(mine["where"])
+        return Finding(check, STOPPED, mine["error"], _error_hint(mine["error"], place), place)
     for name, index in ref["results"].items():
         ours = mine["results"].get(name)
         if ours is None:
@@ -343,7 +351,7 @@ def first_difference(mine: dict, ref: dict, student: Trace, reference: Trace,
         )
         if found is not None:
             return Finding(check, f"the value '{name}' the check reads", found.summary,
-                           found.hint + _engine_note(name))  # fmt: skip
+                           found.hint + _engine_note(name, compared))  # fmt: skip
     return None
 
 
@@ -357,13 +365,17 @@ def _input_hint(event, ref_event, student: Trace, reference: Trace) -> str:
     return ""
 
 
-def _engine_note(name: str) -> str:
-    if name.startswith("d") or "grad" in name:
+def _engine_note(name: str, compared: int) -> str:
+    """For a gradient the check read: when operations' own gradients were compared (and all
+    matched), the engine that passes them on is the suspect; with none, nothing is known."""
+    if not (name.startswith("d") or "grad" in name):
+        return ""
+    if compared:
         return (
             "; every operation's own gradient matched, so look at how gradients are passed on "
             "and summed (the backward engine, or a gradient overwritten instead of accumulated)"
         )
-    return ""
+    return "; no operation's backward was recorded, so check each backward this value comes from"
 
 
 def _backward_difference(check, events, ref_events, pairs, student, reference, cells):
@@ -378,6 +390,7 @@ def _backward_difference(check, events, ref_events, pairs, student, reference, c
             ref_forward_index[len(ref_forward_index)] = position
     ref_backward = {e["forward"]: e for e in ref_events if e["kind"] == "backward"}
     clean = True  # every backward so far had a reference to compare with
+    compared = 0  # backwards compared with the reference's
     for event in events:
         if event["kind"] != "backward":
             continue
@@ -389,11 +402,12 @@ def _backward_difference(check, events, ref_events, pairs, student, reference, c
             clean = False
             continue
         forward = events[event["forward"]]
+        compared += 1
         arriving = _compare(student.value(event, "grad"), reference.value(ref_event, "grad"))
         if arriving is not None and clean:  # every gradient computed before this one matched
             place = cells.place(event.get("called")) or cells.place(forward.get("called"))
             return Finding(check, f"the gradient reaching {_label(forward, 'backward')}",
-                           arriving.summary, ENGINE_HINT, place)  # fmt: skip
+                           arriving.summary, ENGINE_HINT, place), compared  # fmt: skip
         if arriving is not None:
             continue  # a consequence of an earlier difference
         for k in range(min(event["count"], ref_event["count"])):
@@ -405,16 +419,21 @@ def _backward_difference(check, events, ref_events, pairs, student, reference, c
                 place = cells.place([event.get("defined")]) or cells.place(forward.get("called"))
                 which = f"gradient for input {k + 1} of {event['count']}"
                 return Finding(check, f"{_label(forward, 'backward')}, {which}", found.summary,
-                               found.hint, place)  # fmt: skip
-    return None
+                               found.hint, place), compared  # fmt: skip
+    return None, compared
 
 
-def _error_hint(error: str) -> str:
+SHAPE_WORDS = re.compile(r"shape|dimension|broadcast|cannot reshape|size \d+ is different", re.I)
+
+
+def _error_hint(error: str, place: str) -> str:
     if error.startswith("NotImplementedError"):
         return "this part is not written yet"
-    if error.startswith(("ValueError", "ShapeError")) and "shape" in error:
+    if error.startswith(("ValueError", "ShapeError", "IndexError")) and SHAPE_WORDS.search(error):
         return "a shape does not fit: print the shapes of each step"
-    return "the error happened in your code: the place says where"
+    if place:
+        return "the error was raised in your code, at the line shown"
+    return "the error was raised outside your cells, on values your code gave it"
 
 
 __all__ = [
