@@ -80,3 +80,12 @@ def test_no_shipped_file_but_the_lesson_holds_a_solution_line(number):
             if quoted & secret or (whole in secret and not HEADER.match(whole)):
                 found.append(f"{name}: {line.strip()}")
     assert not found, found
+
+
+def test_module_09s_given_code_does_not_spell_out_its_solutions():
+    """Pooling's given scatter once repeated col2im's loop line for line; it now calls col2im."""
+    secret = solution_lines(9)
+    released, _ = edition._stubbed_source(find(9), PACKAGE_ROOT)
+    repeated = {edition._normal(line) for line in released.splitlines()} & secret
+    # a header or the first line of a call continued below answers nothing
+    assert {line for line in repeated if not (HEADER.match(line) or line.endswith("("))} == set()

@@ -164,15 +164,13 @@ def _windows(x, kernel, stride, padding, fill):
 
 
 def _scatter(per_offset, shape, kernel, stride, padding, dtype):
-    """Add per_offset(i, j), an (N, C, OH, OW) array, onto the window entries at offset (i, j)."""
-    n, c, h, w = shape
-    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
-    oh, ow = output_size(h, kh, sh, ph), output_size(w, kw, sw, pw)
-    dx = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=dtype)
-    for i in range(kh):
-        for j in range(kw):
-            dx[:, :, i : i + sh * oh : sh, j : j + sw * ow : sw] += per_offset(i, j)
-    return dx[:, :, ph : ph + h, pw : pw + w]
+    """Add per_offset(i, j), an (N, C, OH, OW) array, onto the window entries at offset (i, j):
+    laid out as im2col's rows, (N * OH * OW, C * kh * kw), and added back by col2im."""
+    offsets = [per_offset(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
+    entries = np.stack(offsets, axis=-1).astype(dtype, copy=False)  # (N, C, OH, OW, kh * kw)
+    n, c, oh, ow, k = entries.shape
+    cols = entries.transpose(0, 2, 3, 1, 4).reshape(n * oh * ow, c * k)
+    return col2im(cols, shape, kernel, stride, padding)
 
 
 class MaxPool2dFunction(Function):
