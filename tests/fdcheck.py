@@ -21,17 +21,17 @@ SYMBOLS = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "MatMul": "@", "Pow":
 
 
 def central_differences(f, x: np.ndarray, h: float) -> np.ndarray:
-    """d f() / d x by central differences, `x` changed in place and restored."""
-    grad = np.zeros_like(x)
-    flat, out = x.reshape(-1), grad.reshape(-1)
-    for i in range(flat.size):
-        keep = flat[i]
-        flat[i] = keep + h
-        upper = f()
-        flat[i] = keep - h
-        out[i] = (upper - f()) / (2 * h)
-        flat[i] = keep
-    return grad
+    """d f() / d x by central differences; each entry of `x` is nudged in place and put back."""
+    slopes = np.empty_like(x)
+    for index in np.ndindex(x.shape):
+        saved = x[index]
+        x[index] = saved + h
+        above = f()
+        x[index] = saved - h
+        below = f()
+        x[index] = saved
+        slopes[index] = (above - below) / (2 * h)
+    return slopes
 
 
 def operand(fn_cls, i: int, count: int) -> str:
