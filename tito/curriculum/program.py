@@ -15,12 +15,18 @@ it neither costs a submission its points nor the class its grading time.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import nbformat
 
 from tito.curriculum.notebooks import BEGIN_SOLUTION, END_SOLUTION
-from tito.curriculum.refusals import bound_names, forbidden, parse, protected_names
+from tito.curriculum.refusals import (
+    bound_names,
+    course_imports,
+    forbidden,
+    parse,
+    protected_names,
+)
 
 
 def _meta(cell) -> dict:
@@ -40,7 +46,9 @@ class Program:
     checks: list[tuple[str, float, str, int]]  # (grade_id, points, code, index)
     merged: nbformat.NotebookNode  # the source with the student's solution cells
     notes: list[str]
-    refused: str = ""
+    refused: str = ""  # the first refusal, one line ("" when every cell may run)
+    refusals: dict[str, str] = field(default_factory=dict)  # refused solution cell -> why
+    functions: dict[str, list[str]] = field(default_factory=dict)  # check -> what it measures
 
 
 def declared(code: str) -> tuple[str, ...]:
@@ -112,6 +120,12 @@ def untouched(code: str, reference: str) -> bool:
     return [line for line in theirs if not line.startswith(STUB_LINES)] == given
 
 
+def cell_functions(source: nbformat.NotebookNode, cells: tuple[str, ...]) -> dict[str, str]:
+    """Each function the solution cells `cells` ask for (solution_functions) -> its cell."""
+    codes = {_meta(c).get("grade_id"): c.source for c in source.cells if _meta(c).get("solution")}
+    return {name: cell for cell in cells for name in solution_functions(codes.get(cell, ""))}
+
+
 def describe_cells(source: nbformat.NotebookNode, cells: tuple[str, ...]) -> str:
     """The declared cells as a student reads them: "LayerNorm.forward (cell 'layernorm')"."""
     codes = {_meta(c).get("grade_id"): c.source for c in source.cells if _meta(c).get("solution")}
@@ -142,9 +156,9 @@ def build_program(source: nbformat.NotebookNode, submission: nbformat.NotebookNo
         if grade_id not in known:
             notes.append(f"cell {where[0] + 1} has grade id '{grade_id}', which the assignment "
                          "does not have (renamed?); it is not graded")  # fmt: skip
-    protected = protected_names(source)
+    protected, imports = protected_names(source), course_imports(source)
     merged = nbformat.from_dict(source)
-    cells, checks, refused = [], [], ""
+    cells, checks, refused, refusals = [], [], "", {}
     for index, cell in enumerate(merged.cells):
         if cell.cell_type != "code" or is_demo(cell):
             continue
@@ -160,13 +174,17 @@ def build_program(source: nbformat.NotebookNode, submission: nbformat.NotebookNo
                 continue
             code = submission.cells[found[0]].get("source", "")
             code = code if isinstance(code, str) else "".join(code)
-            why = forbidden(code, bound_names(parse(source.cells[index].source)), protected)
-            if why and not refused:
-                refused = f"solution cell '{label}' {why}"
+            why = forbidden(code, bound_names(parse(source.cells[index].source)), protected,
+                            imports)  # fmt: skip
+            if why:
+                refusals[label] = why
+                refused = refused or f"solution cell '{label}' {why}"
             cell.source = code
             cells.append((label, code, index))
         elif meta.get("grade"):
             checks.append((label, float(meta.get("points", 0)), cell.source, index))
         else:
             cells.append((label, cell.source, index))
-    return Program(cells, checks, merged, notes, refused)
+    functions = {label: list(cell_functions(source, declared(code)))
+                 for label, _, code, _ in checks}  # fmt: skip
+    return Program(cells, checks, merged, notes, refused, refusals, functions)

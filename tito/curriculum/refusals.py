@@ -46,9 +46,21 @@ def _is_dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__") and name not in DUNDERS
 
 
-def bound_names(tree: ast.Module) -> set[str]:
-    """Names a cell binds in the notebook's namespace (functions and classes not entered)."""
+def _imported(alias: ast.alias, node: ast.Import | ast.ImportFrom) -> tuple[str, str]:
+    """(the name an import binds, what it binds it to): `import numpy as np` -> (np, numpy)."""
+    if isinstance(node, ast.Import):
+        first = alias.name.split(".")[0]
+        return (alias.asname, alias.name) if alias.asname else (first, first)
+    origin = f"{node.module}.{alias.name}" if node.level == 0 else f".{alias.name}"
+    return alias.asname or alias.name, origin
+
+
+def bound_names(tree: ast.Module, same: dict[str, str] | None = None) -> set[str]:
+    """Names a cell binds in the notebook's namespace (functions and classes not entered).
+    An import that binds a name to what `same` says it already is (`import numpy as np` where
+    the course imports numpy as np) changes nothing and is not counted."""
     names: set[str] = set()
+    same = same or {}
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -61,7 +73,10 @@ def bound_names(tree: ast.Module) -> set[str]:
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            for alias in node.names:
+                name, origin = _imported(alias, node)
+                if same.get(name) != origin:
+                    names.add(name.split(".")[0])
         elif isinstance(node, ast.ExceptHandler) and node.name:
             names.add(node.name)
         for child in ast.iter_child_nodes(node):
@@ -73,12 +88,15 @@ def bound_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def forbidden(code: str, allowed_names: set[str], protected: set[str]) -> str | None:
+def forbidden(code: str, allowed_names: set[str], protected: set[str],
+              imports: dict[str, str] | None = None) -> str | None:  # fmt: skip
     """Why a student's solution cell may not run in the grader (None when it may).
 
     `protected` are the names the course's own cells use (tests included); a solution cell may
     bind one only if the reference version of that cell binds it too (`allowed_names`), so no
-    cell can redefine `np`, `Tensor` or `isinstance` under a check.
+    cell can redefine `np`, `Tensor` or `isinstance` under a check. Importing a name as what
+    the course's cells import it as (`imports`, from course_imports: `import numpy as np`)
+    rebinds nothing; the default takes numpy as np.
     """
     try:
         tree = parse(code, strict=True)
@@ -113,7 +131,8 @@ def forbidden(code: str, allowed_names: set[str], protected: set[str]) -> str | 
             why = _bad_call(node)
             if why:
                 return f"{where}: {why}"
-    rebound = sorted((bound_names(tree) & protected) - allowed_names)
+    same = {"np": "numpy"} if imports is None else imports
+    rebound = sorted((bound_names(tree, same) & protected) - allowed_names)
     if rebound:
         return f"it redefines `{rebound[0]}`, which the course's own cells use"
     return None
@@ -168,3 +187,17 @@ def protected_names(source: nbformat.NotebookNode) -> set[str]:
                 if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
             }
     return names
+
+
+def course_imports(source: nbformat.NotebookNode) -> dict[str, str]:
+    """name -> what the course's own code cells import it as, for the names they import one
+    way only (`np` -> `numpy`, `Tensor` -> `tinytorch.core.tensor.Tensor`)."""
+    found: dict[str, set[str]] = {}
+    for cell in source.cells:
+        if cell.cell_type == "code" and not _meta(cell).get("solution"):
+            for node in parse(cell.source).body:
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    for alias in node.names:
+                        name, origin = _imported(alias, node)
+                        found.setdefault(name, set()).add(origin)
+    return {name: origins.pop() for name, origins in found.items() if len(origins) == 1}

@@ -173,6 +173,10 @@ def _entries(gb: Gradebook, course: Path, module: CourseModule) -> dict[str, Ent
     for student, record in read_outcomes(course, module).items():
         if record.get("ok") and student in entries and record.get("lost"):
             entries[student].reason = "; ".join(str(line) for line in record["lost"])[:2000]
+        if record.get("ok") and student in entries and record.get("manual"):
+            entry = entries[student]  # a refused cell: scored, and a person should look
+            entry.status = MANUAL
+            entry.reason = "; ".join(filter(None, [str(record["manual"]), entry.reason]))[:2000]
         if not record.get("ok"):
             reason = record.get("message") or "could not be graded"
             # paths inside the course read shorter from it: submitted/ada/01_tensor/...

@@ -27,6 +27,7 @@ from tito.curriculum.notebooks import AST_LOCK, secret_lines
 from tito.errors import TitoError
 from tito.grading import course as layout
 from tito.grading import gradebook, scoring, verdict
+from tito.grading.cellmeta import RestoreCourseMetadata, quiet_ids
 from tito.grading.course import assignment_id, notebook_file
 from tito.grading.gradebook import record_outcomes
 from tito.inert import clean_feedback
@@ -245,6 +246,7 @@ class Outcome:
     seconds: float = 0.0  # time spent in sandboxed processes for this student
     seed: int | None = None  # the seed the probes ran on (the same for the whole run)
     lost: list[str] = field(default_factory=list)  # one line per check that lost its points
+    manual: str = ""  # graded, but a person should look (gradebook.MANUAL): why
 
 
 def students(
@@ -324,6 +326,7 @@ def _read_submission(notebook: Path) -> nbformat.NotebookNode:
     return read_submission(notebook)
 
 
+@quiet_ids
 def autograde(
     course: Path,
     module: CourseModule,
@@ -355,6 +358,7 @@ def autograde(
                 "without a sandbox (docs/instructor.md says what that gives up)",
             )
     source = nbformat.read(layout.notebook_path(course, layout.SOURCE, module), as_version=4)
+    release = nbformat.read(layout.notebook_path(course, layout.RELEASE, module), as_version=4)
     timeout = grading_timeout(api)
     outcomes: dict[str, Outcome] = {}
     submissions = {}
@@ -391,14 +395,15 @@ def autograde(
                     why = f"its sandbox's reply could not be read ({type(err).__name__})"
                     outcomes[name] = Outcome(name, False, why)
                     continue
-                outcomes[name] = _record(api, module, name, scored)
+                outcomes[name] = _record(api, module, name, scored, release)
     found = [outcomes[name] for name in sorted(outcomes)]
 
     record_outcomes(course, module, found)
     return found
 
 
-def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcome:
+def _record(api: NbGraderAPI, module: CourseModule, name: str, scored,
+            release: nbformat.NotebookNode) -> Outcome:  # fmt: skip
     """nbgrader's autograde with the sandbox's verdicts in place of executing the notebook:
     nbgrader's own pipeline, its Execute step replaced by an InjectVerdicts that holds them."""
     from nbgrader.apps.api import capture_log
@@ -411,6 +416,9 @@ def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcom
                               student_id=student_id):  # fmt: skip
         app = LiteralAutograde(coursedir=api.coursedir, parent=api)
         app.autograde_preprocessors = recording_preprocessors(scored)
+        changed: list[str] = []
+        restore = RestoreCourseMetadata(release, changed, enabled=True)
+        app.sanitize_preprocessors = [restore, *app.sanitize_preprocessors]
         app.force, app.create_student = True, True
         result = capture_log(app)
     if not result["success"]:
@@ -420,8 +428,10 @@ def _record(api: NbGraderAPI, module: CourseModule, name: str, scored) -> Outcom
         if cause:
             message = f"{cause}; nbgrader cannot record such a notebook (restore the grade id)"
         return Outcome(name, False, message, scored.checks, scored.seconds, scored.seed)
-    return Outcome(name, True, scored.summary(), scored.checks, scored.seconds,
-                   scored.seed, scored.lost())  # fmt: skip
+    said = f"{gradebook.MANUAL}: {scored.summary()}" if scored.manual else scored.summary()
+    said = "; ".join(filter(None, [said, *changed[:1]]))
+    return Outcome(name, True, said, scored.checks, scored.seconds, scored.seed, scored.lost(),
+                   scored.manual)  # fmt: skip
 
 
 def grading_timeout(api: NbGraderAPI) -> float:
@@ -430,6 +440,7 @@ def grading_timeout(api: NbGraderAPI) -> float:
     return float(timeout) if timeout and timeout > 0 else 300.0
 
 
+@quiet_ids
 def feedback(course: Path, module: CourseModule, student: str | None = None,
              diagnose: bool = False, unsafe: bool = False) -> list[Outcome]:  # fmt: skip
     """HTML feedback for every autograded submission (feedback/<student>/<NN_slug>/);

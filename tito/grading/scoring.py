@@ -35,6 +35,7 @@ from tito.curriculum.catalog import CourseModule
 from tito.curriculum.program import (
     Program,
     build_program,
+    cell_functions,
     declared,
     describe_cells,
     untouched,
@@ -57,6 +58,8 @@ class Check:
     seconds: float = 0.0
     grades: tuple[str, ...] = ()  # the solution cells it measures (`@graded(grades=...)`)
     alone: bool = False  # passed only with the reference's code in the other solution cells
+    refused: bool = False  # not run: it measures a solution cell the static check refused
+    culprit: str = ""  # the function whose result was wrong, when the probe could tell
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Scored:
     notes: list[str] = field(default_factory=list)  # one line each: setup errors, refusals
     seconds: float = 0.0
     seed: int | None = None  # the seed the probes ran on
+    manual: str = ""  # why a person should look at it (a refused cell), "" when nothing
 
     def lost(self) -> list[str]:
         """One line per check that lost its points: the check, the function(s) it measures,
@@ -84,7 +88,8 @@ class Scored:
 
 
 def build_job(program: Program, nonces: list[str], paths: list[str], timeout: float,
-              seed: int = 0, parts: list[tuple[Program, list[str]]] = ()) -> str:  # fmt: skip
+              seed: int = 0, parts: list[tuple[Program, list[str]]] = (),
+              functions: dict[str, list[str]] | None = None) -> str:  # fmt: skip
     """The runner's job: every check of `program` over its cells and `paths`; then, for each
     further part (an isolated program and the search path of its own stage), its checks over
     its own cells and path (their nonces follow the first program's in `nonces`)."""
@@ -100,6 +105,7 @@ def build_job(program: Program, nonces: list[str], paths: list[str], timeout: fl
         ]
     for check, nonce in zip(checks, nonces, strict=True):
         check["nonce"] = nonce
+        check["functions"] = (functions or {}).get(check["label"], [])
     cells = [[label, text, index] for label, text, index in program.cells]
     rlimits = dict(limits.RLIMITS, RLIMIT_CPU=int(limits.check_seconds(timeout)) + 1)
     job = {
@@ -168,11 +174,28 @@ def run_checks(module: CourseModule, program: Program, stage: Path, timeout: flo
         sandbox.stage_script(RUNNER.name, work)
         count = len(program.checks) + sum(len(part.checks) for part in parts)
         nonces = [secrets.token_hex(16) for _ in range(count)]
-        job = build_job(program, nonces, search, timeout, seed, placed)
+        job = build_job(program, nonces, search, timeout, seed, placed, program.functions)
         wall = limits.SLACK + count * (limits.check_seconds(timeout) + 0.5)
         run = sandbox.run_python(RUNNER.name, work, job, wall, unsafe=unsafe)
     stopped = run.ending() if run.stopped else ""
     return Run(run.output, nonces, run.seconds, stopped, export_error)
+
+
+def culprit(mine: judge.Numbers, reason: str, known: dict[str, str]) -> str:
+    """The function a failed check's numbers point at, if the runner could tell and it is one
+    the check's cells ask for (`known`): the one a probe failed in, else the one that made the
+    first value that differs."""
+    for probe in mine.probes:
+        if probe.get("error"):
+            name = probe.get("blame")
+            return name if isinstance(name, str) and name in known else ""
+    key = reason[1:].split("'")[0] if reason.startswith("'") else ""
+    for probe in mine.probes:
+        made = probe.get("by")
+        name = made.get(key) if isinstance(made, dict) else None
+        if isinstance(name, str) and name in known:
+            return name
+    return ""
 
 
 @dataclass
@@ -251,16 +274,22 @@ def score(
     its probes' numbers against the reference's (`expected`, on its seed; computed here when
     not given)."""
     program = build_program(source, submission)
+    if program.refusals:  # a refused cell never runs: the reference's code stands in its place
+        own = tuple(cell for cell in _solutions(source) if cell not in program.refusals)
+        refusals, first = program.refusals, program.refused
+        program = build_program(source, submission, own=own)
+        program.refusals, program.refused = refusals, first
     checks = [
         Check(grade_id, points, grades=declared(code))
         for grade_id, points, code, _ in program.checks
     ]
     scored = Scored(checks, list(program.notes))
-    if program.refused:
-        scored.notes.insert(0, f"not run: {program.refused}")
-        for check in checks:
-            check.reason = "not run (see the first message)"
-        return scored
+    if program.refusals:
+        _refuse(program, scored)
+        if all(check.refused for check in checks):
+            return _blamed(scored, source)
+    runnable = [c for c, check in zip(program.checks, checks, strict=True) if not check.refused]
+    program.checks, checks = runnable, [check for check in checks if not check.refused]
     if expected is None:
         expected = fair_reference(module, source, reference_stage, timeout, unsafe)
     scored.seed = expected.seed
@@ -279,12 +308,41 @@ def score(
         decided = verdict.decide(check.points, judge.judge(mine, wanted), mine.problem,
                                  wanted.problem, said, run.stopped)  # fmt: skip
         check.passed, check.reason = decided.passed, decided.reason
+        if not check.passed:
+            check.culprit = culprit(mine, check.reason, cell_functions(source, check.grades))
     isolate(module, source, submission, program, scored, expected, reference_stage, timeout,
             unsafe)  # fmt: skip
-    for check in checks:
+    return _blamed(scored, source)
+
+
+def _blamed(scored: Scored, source: nbformat.NotebookNode) -> Scored:
+    """Each lost check's reason, the function(s) it measures first."""
+    for check in scored.checks:
         if not check.passed:
-            check.reason = verdict.blame(check.reason, describe_cells(source, check.grades))
+            cell = cell_functions(source, check.grades).get(check.culprit)
+            named = f"{check.culprit} (cell '{cell}')" if cell else ""
+            named = named or describe_cells(source, check.grades)
+            check.reason = verdict.blame(check.reason, named)
     return scored
+
+
+def _refuse(program: Program, scored: Scored) -> None:
+    """Mark the checks that measure a refused cell (or declare no cell) not run, and say why a
+    person should look: the static check is a deny-list and may refuse innocent code."""
+    scored.notes.insert(0, f"not run: {program.refused}")
+    lost = []
+    for check in scored.checks:
+        hit = [cell for cell in check.grades if cell in program.refusals]
+        if hit or not check.grades:
+            check.refused = True
+            why = f"refused, {program.refusals[hit[0]]}" if hit else "a solution cell was refused"
+            check.reason = f"not run: {why}"
+            lost.append(check.grade_id)
+    cells = ", ".join(f"'{cell}'" for cell in program.refusals)
+    scored.manual = (
+        f"refused solution cell(s) {cells}: {', '.join(lost) or 'no check'} scored 0, the other "
+        "checks ran; read the code and grade it by hand if it is innocent"
+    )
 
 
 def _solutions(source: nbformat.NotebookNode) -> dict[str, str]:
@@ -311,7 +369,7 @@ def isolate(module: CourseModule, source: nbformat.NotebookNode,
     groups: dict[tuple[str, ...], list[Check]] = {}
     for check in scored.checks:
         wanted = expected.numbers.get(check.grade_id)
-        if check.passed or not check.grades or wanted is None or wanted.problem:
+        if check.passed or check.refused or not check.grades or wanted is None or wanted.problem:
             continue
         if any(probe.get("error") for probe in wanted.probes):
             continue  # the reference itself failed on this seed: nothing can pass

@@ -25,6 +25,7 @@ code away from frames, sys, os and the other ways to read it.
 
 import json
 import os
+import re
 import resource
 import runpy
 import select
@@ -101,7 +102,91 @@ def _describe(err: BaseException) -> str:
     return CELLS.describe(err)
 
 
-def _probes(compiled, namespace, seed: int):
+class _Watch:
+    """While a probe runs: which of the student's functions (`functions`, Class.method names the
+    check's cells ask for) returned which arrays, so a failure can name the function whose
+    result was wrong. Only names leave this process, and tito keeps only names it knows."""
+
+    def __init__(self, namespace: dict, functions: list[str], check_file: str, lines: list[str]):
+        wanted = set(functions)
+        self.codes, self.made, self.last = {}, {}, ""
+        self.check_file, self.lines = check_file, lines
+        for value in list(namespace.values()):
+            for code in _codes(value):
+                name = code.co_qualname
+                if name in wanted or name.split(".")[0] in wanted:
+                    self.codes[code] = name
+
+    def profile(self, frame, event, arg):
+        if event == "return" and frame.f_code in self.codes:
+            name = self.codes[frame.f_code]
+            self.last = name
+            try:
+                for pointer in _pointers(arg):
+                    self.made[pointer] = name
+            except Exception:
+                pass
+
+    def source_of(self, value) -> str:
+        return next((self.made[p] for p in _pointers(value) if p in self.made), "")
+
+    def blame(self, err: BaseException) -> str:
+        """The function a failure points at: the student's function it was raised in, else
+        the one that made an array the failing line of the probe reads, else the last one
+        that returned."""
+        inside, frame, line = "", None, 0
+        tb = err.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            inside = self.codes.get(code, inside)
+            if code.co_filename == self.check_file:
+                frame, line = tb.tb_frame, tb.tb_lineno
+            tb = tb.tb_next
+        if inside:
+            return inside
+        if frame is not None and 0 < line <= len(self.lines):
+            for word in re.findall(r"[A-Za-z_]\w*", self.lines[line - 1]):
+                found = self.source_of(frame.f_locals.get(word))
+                if found:
+                    return found
+        return self.last
+
+
+def _codes(value) -> list:
+    """The code objects of a function or of a class's methods (not entered further)."""
+    if isinstance(value, types.FunctionType):
+        return [value.__code__]
+    if not isinstance(value, type):
+        return []
+    found = []
+    for item in list(vars(value).values()):
+        item = getattr(item, "__func__", item)  # staticmethod, classmethod
+        if isinstance(item, property):
+            item = item.fget
+        if isinstance(item, types.FunctionType):
+            found.append(item.__code__)
+    return found
+
+
+def _pointers(value) -> list[int]:
+    """Where the arrays of a value (an array, a Tensor's .data, a tuple of them) start in
+    memory, with the arrays they are views of."""
+    import numpy as np
+
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    found = []
+    for item in items[:16]:
+        if not isinstance(item, np.ndarray):
+            own = getattr(item, "__dict__", None)
+            item = own.get("data") if isinstance(own, dict) else None
+        depth = 0
+        while isinstance(item, np.ndarray) and depth < 4:
+            found.append(item.__array_interface__["data"][0])
+            item, depth = item.base, depth + 1
+    return found
+
+
+def _probes(compiled, namespace, seed: int, check: dict | None = None):
     """Run a check cell with `@graded` collecting its probes, then each probe on the grader's
     seed: (arrays keyed p<i>_<name>, one record per probe). A check cell with no probe (a plain
     assert cell) gives no record."""
@@ -116,12 +201,22 @@ def _probes(compiled, namespace, seed: int):
     finally:
         Collect.probes = None
     arrays, records, budget = {}, [], NUMBERS_BYTES
+    check = check or {}
+    lines = str(check.get("code", "")).splitlines()
+    watch = _Watch(namespace, check.get("functions") or [], f"<cell {check.get('label')}>", lines)
     for number, probe in enumerate(probes):
         record = {"name": str(getattr(probe, "__name__", "probe"))[:100], "keys": [], "error": ""}
         record["tolerance"] = dict(getattr(probe, "tolerance", {}))
         records.append(record)
         try:
-            result = outputs(probe(np.random.default_rng(seed)))
+            sys.setprofile(watch.profile if watch.codes else None)
+            try:
+                returned = probe(np.random.default_rng(seed))
+            finally:
+                sys.setprofile(None)
+            result = outputs(returned)
+            made = {name: watch.source_of(array) for name, array in result.items()}
+            record["by"] = {name: source for name, source in made.items() if source}
             for name, array in result.items():
                 budget -= array.nbytes
                 if budget < 0:
@@ -132,6 +227,10 @@ def _probes(compiled, namespace, seed: int):
             if isinstance(err, CellTimeout):
                 raise
             record["error"] = _describe(err)
+            try:
+                record["blame"] = watch.blame(err)
+            except Exception:
+                pass
             try:
                 traceback.print_exception(err, file=sys.stdout, limit=-8)
             except BaseException:
@@ -162,7 +261,7 @@ def _check(job: dict, check: dict) -> None:
     signal.setitimer(signal.ITIMER_REAL, max(job["timeout"], 0.01))
     try:
         compiled = compile_cell(check["code"], check["label"])
-        numbers = _probes(compiled, namespace, job["seed"])
+        numbers = _probes(compiled, namespace, job["seed"], check)
     except BaseException as err:
         verdict = f"fail {_describe(err)}"
         try:
