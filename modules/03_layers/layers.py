@@ -414,9 +414,9 @@ def test_linear_backward(rng):
     y = fn.forward(x, w, b)
     g = rng.standard_normal((2, 3, 5))
     gx, gw, gb = fn.backward(g)
-    np.testing.assert_allclose(gx, g @ w.T)
-    np.testing.assert_allclose(gw, np.einsum("bti,bto->io", x, g))
-    np.testing.assert_allclose(gb, g.sum(axis=(0, 1)))
+    np.testing.assert_allclose(gx, g @ w.T, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gw, np.einsum("bti,bto->io", x, g), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gb, g.sum(axis=(0, 1)), rtol=1e-6, atol=1e-8)
     return {"y": y, "dx": gx, "dw": gw, "db": gb}
 
 

@@ -357,15 +357,15 @@ from tinytorch.checks import graded
 @graded(rtol=1e-6, atol=1e-9, grades="mse")
 def test_mse(rng):
     p, t = np.array([1.0, 2.0, 4.0]), np.array([1.0, 0.0, 1.0])
-    np.testing.assert_allclose(mse_loss(p, t).data, (0 + 4 + 9) / 3, rtol=1e-6)
+    np.testing.assert_allclose(mse_loss(p, t).data, (0 + 4 + 9) / 3, rtol=1e-6, atol=1e-9)
     p, t = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
     fn = MSEFunction()
     fn.needs_grad = (True, True)
     loss = fn.forward(p, t)
     g = rng.uniform(0.5, 2.0)
     gp, gt = fn.backward(np.array(g))
-    np.testing.assert_allclose(gp, g * 2 * (p - t) / p.size)
-    np.testing.assert_allclose(gt, -gp)
+    np.testing.assert_allclose(gp, g * 2 * (p - t) / p.size, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(gt, -gp, rtol=1e-6, atol=1e-9)
     return {"loss": loss, "dp": gp, "dt": gt, "mse": mse_loss(p, t).data}
 
 
@@ -376,12 +376,12 @@ def test_cross_entropy_value_and_gradient(rng):
     t = rng.integers(0, 4, size=5)
     p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
     want = -np.mean(np.log(p[np.arange(5), t]))
-    np.testing.assert_allclose(cross_entropy(z, t).data, want, rtol=1e-6)
+    np.testing.assert_allclose(cross_entropy(z, t).data, want, rtol=1e-6, atol=1e-9)
     fn = CrossEntropyFunction()
     fn.needs_grad = (True,)
     loss = fn.forward(z, targets=t)
     (g,) = fn.backward(np.array(1.0))
-    np.testing.assert_allclose(g, (p - np.eye(4)[t]) / 5, rtol=1e-6)
+    np.testing.assert_allclose(g, (p - np.eye(4)[t]) / 5, rtol=1e-6, atol=1e-9)
     sequence = rng.normal(size=(2, 3, 4))  # (batch, time, classes)
     fn = CrossEntropyFunction()
     fn.needs_grad = (True,)

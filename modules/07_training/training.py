@@ -375,9 +375,9 @@ def test_clip_grad_norm_by_hand(rng):
     a, b = Tensor(np.zeros(2), requires_grad=True), Tensor(np.zeros(1), requires_grad=True)
     a.grad, b.grad = np.array([3.0, 0.0], dtype=np.float32), np.array([4.0], dtype=np.float32)
     assert abs(clip_grad_norm([a, b], 10.0) - 5.0) < 1e-6  # below the limit: unchanged
-    np.testing.assert_allclose(a.grad, [3.0, 0.0])
+    np.testing.assert_allclose(a.grad, [3.0, 0.0], rtol=1e-5, atol=1e-7)
     assert abs(clip_grad_norm([a, b], 1.0) - 5.0) < 1e-6
-    np.testing.assert_allclose(np.concatenate([a.grad, b.grad]), [0.6, 0.0, 0.8], rtol=1e-5)
+    np.testing.assert_allclose(np.concatenate([a.grad, b.grad]), [0.6, 0.0, 0.8], rtol=1e-5, atol=1e-7)
     params = [Tensor(np.zeros(s), requires_grad=True) for s in [(3, 4), (4,), (2, 2)]]
     for p in params:
         p.grad = rng.normal(size=p.shape).astype(np.float32)
@@ -396,9 +396,8 @@ def test_clip_grad_norm_by_hand(rng):
 @graded(rtol=1e-9, atol=1e-12, grades="schedule")
 def test_schedule_shape(rng):
     s = CosineSchedule(max_lr=1.0, warmup_steps=4, total_steps=14, min_lr=0.2)
-    assert s(0) == 0.25 and s(3) == 1.0 and s(4) == 1.0
-    assert abs(s(9) - 0.6) < 1e-12  # halfway through the cosine: the midpoint
-    assert s(14) == 0.2 and s(100) == 0.2
+    steps, want = [0, 3, 4, 9, 14, 100], [0.25, 1.0, 1.0, 0.6, 0.2, 0.2]  # 9: the midpoint
+    np.testing.assert_allclose([s(n) for n in steps], want, rtol=1e-9, atol=1e-12)
     warmup = int(rng.integers(0, 6))
     total = warmup + int(rng.integers(3, 20))
     peak = float(rng.uniform(0.1, 2.0))

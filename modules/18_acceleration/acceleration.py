@@ -480,7 +480,7 @@ def test_softmax_in_place(rng):
     buffer = scores.copy()
     got = softmax_rows_(buffer)
     assert got is buffer, "softmax_rows_ must write into its input and return it"
-    np.testing.assert_allclose(got, expect, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-7)
     return {"weights": got}
 
 

@@ -14,7 +14,7 @@ STATED = [
     (7, "loss is nan; the weights were not updated",
      '`f"the loss is {value}; the weights were not updated"`'),
     (7, "[0.6, 0.0, 0.8]", "scale every gradient by the same factor so the length is `max_norm`"),
-    (7, "s(0) == 0.25", "`max_lr * (s + 1) / W` while `s < W`"),
+    (7, "[0.25, 1.0, 1.0, 0.6, 0.2, 0.2]", "`max_lr * (s + 1) / W` while `s < W`"),
     (17, "assert pruned.shape == (2, 7, 16)", "Merge to `H * D` columns"),
     (17, "causal_mask(3)", "`causal_mask(T_new, past_len=past)`"),
     (19, "slack = 0.07 * (high - low)", "within 7% of the interval's width"),
