@@ -14,7 +14,10 @@ from fdcheck import check_function
 from tito.curriculum import notebooks, paths
 from tito.curriculum.catalog import find
 from tito.curriculum.paths import PACKAGE_ROOT
+from tito.errors import TitoError
+from tito.sandbox import npzwire
 from tito.student.diagnose import diagnose, reference_trace
+from tito.student.traces import read_trace
 
 SUB_SIGN = ("        return grad, -grad", "        return grad, grad")
 MEAN_COUNT = ("return (_expand(grad / self.count,", "return (_expand(grad,")
@@ -101,9 +104,19 @@ def test_numpys_matmul_mismatch_is_a_shape_error_at_the_students_line(tmp_path):
     old = "ga = sum_to_shape(g @ np.swapaxes(b2, -1, -2), a2.shape)"
     path = slipped(1, [(old, "ga = sum_to_shape(g @ b2, a2.shape)")], tmp_path)
     finding = by_check(diagnose(find(1), path))["test-matmul"]
+    assert finding.what == "the check stopped with an error in MatMul.backward"
     assert "mismatch in its core dimension" in finding.summary
     assert finding.hint == "a shape does not fit: print the shapes of each step"
     assert "ga = sum_to_shape(g @ b2, a2.shape)" in cell_text(path, finding.place)
+
+
+@pytest.mark.parametrize("raised", ["MatMul", ["elementwise", 3], ["c", "f" * 201], [None, "f"]])
+def test_a_crafted_failing_function_costs_only_that_trace(raised):
+    check = {"label": "t", "events": [], "results": {}, "where": [], "raised_in": raised}
+    with pytest.raises(TitoError, match="no usable trace"):
+        read_trace(npzwire.pack({}, {"setup": [], "checks": [check]}))
+    check["raised_in"] = ["elementwise", "Sub.backward"]
+    assert read_trace(npzwire.pack({}, {"setup": [], "checks": [check]})).checks == [check]
 
 
 def test_diagnose_names_a_wrong_forward_as_the_forward(tmp_path):

@@ -220,6 +220,17 @@ def _where(err: BaseException) -> list:
     return found
 
 
+def _raised_in(err: BaseException) -> list | None:
+    """[cell label, function] of the innermost notebook-cell frame the error passed, when that
+    frame is a function's ("MatMul.backward")."""
+    found = None
+    for frame, _ in traceback.walk_tb(err.__traceback__):
+        label = _cell_of(frame.f_code)
+        if label is not None:
+            found = [label, getattr(frame.f_code, "co_qualname", frame.f_code.co_name)[:200]]
+    return None if found is None or found[1].startswith("<") else found
+
+
 def _soften_asserts() -> list:
     """numpy.testing's assert functions record their first failure instead of raising."""
     import numpy.testing as npt
@@ -293,6 +304,7 @@ def main() -> None:
                             record["results"][str(name)] = index
         except BaseException as err:  # noqa: BLE001 - the error is part of the diagnosis
             record["error"], record["where"] = CELLS.describe(err), _where(err)
+            record["raised_in"] = _raised_in(err)
         finally:
             direct.recorder = None
             if Collect is not None:

@@ -250,7 +250,7 @@ def explain(module: CourseModule, student: Trace, cells: Cells, reference: Trace
     for mine, ref in zip(student.checks, reference.checks, strict=True):
         finding = first_difference(mine, ref, student, reference, cells)
         if finding is not None:
-            if broken and finding.what == STOPPED and not finding.place:  # not in their code
+            if broken and finding.what.startswith(STOPPED) and not finding.place:
                 finding.hint = f"a knock-on of your failed cell ({broken[0]}): fix that first"
             diagnosis.findings.append(finding)
     return diagnosis
@@ -332,16 +332,14 @@ def first_difference(mine: dict, ref: dict, student: Trace, reference: Trace,
                 )
     failed = mine["error"] and not ref["error"]
     if failed and not mine["error"].startswith("AssertionError"):  # their code raised
-        place = cells.place(mine["where"])
-        return Finding(check, STOPPED, mine["error"], _error_hint(mine["error"], place), place)
+        return _stopped(check, mine, cells)
     finding, compared = _backward_difference(
         check, events, ref_events, pairs, student, reference, cells
     )
     if finding is not None:
         return finding
     if failed:  # the check's own assertion, with no operation to blame before it
-        place = cells.place(mine["where"])
-        return Finding(check, STOPPED, mine["error"], _error_hint(mine["error"], place), place)
+        return _stopped(check, mine, cells)
     for name, index in ref["results"].items():
         ours = mine["results"].get(name)
         if ours is None:
@@ -355,6 +353,13 @@ def first_difference(mine: dict, ref: dict, student: Trace, reference: Trace,
     return None
 
 
+def _stopped(check: str, mine: dict, cells: Cells) -> Finding:
+    """A check that ended with an error, named by the function of the student's it was in."""
+    place, raised = cells.place(mine["where"]), mine.get("raised_in")
+    own = f" in {raised[1]}" if raised and raised[0] in cells.solutions else ""
+    return Finding(check, STOPPED + own, mine["error"], _error_hint(mine["error"], place), place)
+
+
 def _input_hint(event, ref_event, student: Trace, reference: Trace) -> str:
     """When an operation's own inputs already differ, the step before it (which the reference
     made and the student did not, or the other way round) is the cause: say how they differ."""
@@ -366,8 +371,7 @@ def _input_hint(event, ref_event, student: Trace, reference: Trace) -> str:
 
 
 def _engine_note(name: str, compared: int) -> str:
-    """For a gradient the check read: when operations' own gradients were compared (and all
-    matched), the engine that passes them on is the suspect; with none, nothing is known."""
+    """For a gradient the check read: the engine is the suspect only if some backward matched."""
     if not (name.startswith("d") or "grad" in name):
         return ""
     if compared:
@@ -380,14 +384,11 @@ def _engine_note(name: str, compared: int) -> str:
 
 def _backward_difference(check, events, ref_events, pairs, student, reference, cells):
     """The first backward whose incoming gradient matched but whose outgoing ones did not."""
-    forward_index = {}  # event list position of each forward -> its position among forwards
-    for position, event in enumerate(events):
-        if event["kind"] == "forward":
-            forward_index[position] = len(forward_index)
-    ref_forward_index = {}
-    for position, event in enumerate(ref_events):
-        if event["kind"] == "forward":
-            ref_forward_index[len(ref_forward_index)] = position
+    # event list position of each forward -> its position among forwards (and back, for ref)
+    forward_index = {p: n for n, p in enumerate(i for i, e in enumerate(events)
+                                                if e["kind"] == "forward")}  # fmt: skip
+    ref_forward_index = dict(enumerate(i for i, e in enumerate(ref_events)
+                                       if e["kind"] == "forward"))  # fmt: skip
     ref_backward = {e["forward"]: e for e in ref_events if e["kind"] == "backward"}
     clean = True  # every backward so far had a reference to compare with
     compared = 0  # backwards compared with the reference's

@@ -54,11 +54,12 @@ def _is(value, kind) -> bool:
     return isinstance(value, kind) and not isinstance(value, bool)
 
 
-def _spots(value) -> bool:
-    """[[cell label, line], ...] (or None) as the runner writes places."""
+def _spots(value, second=int) -> bool:
+    """[[cell label, line], ...] (or None) as the runner writes places (`second`: str for
+    [[cell label, function name]])."""
     return value is None or (_is(value, list) and len(value) <= 64 and all(
         spot is None or (_is(spot, list) and len(spot) == 2 and _is(spot[0], str)
-                         and _is(spot[1], int)) for spot in value))  # fmt: skip
+                         and _is(spot[1], second)) for spot in value))  # fmt: skip
 
 
 def _event_ok(event, count: int) -> bool:
@@ -97,6 +98,9 @@ def _check_record(record: dict) -> None:
             raise npzwire.WireError("an error that is not text")
         if not _spots(check.get("where")) or not _is(results, dict):
             raise npzwire.WireError("a check's places or results are malformed")
+        raised = check.get("raised_in")  # [cell label, the function an error left]
+        if not (_spots([raised], str) and (raised is None or len(raised[1]) <= 200)):
+            raise npzwire.WireError("a check's failing function is malformed")
         if not all(_is(i, int) and 0 <= i < len(events) for i in results.values()):
             raise npzwire.WireError("a check's results point at no event")
         for event in events:
