@@ -319,11 +319,20 @@ def _blamed(scored: Scored, source: nbformat.NotebookNode) -> Scored:
     """Each lost check's reason, the function(s) it measures first."""
     for check in scored.checks:
         if not check.passed:
-            cell = cell_functions(source, check.grades).get(check.culprit)
-            named = f"{check.culprit} (cell '{cell}')" if cell else ""
-            named = named or describe_cells(source, check.grades)
-            check.reason = verdict.blame(check.reason, named)
+            check.reason = verdict.blame(check.reason, _measures(source, check))
     return scored
+
+
+def _measures(source: nbformat.NotebookNode, check: Check) -> str:
+    """What a lost check's reason starts with: the function whose result was wrong, when the
+    probe's run could tell (with the other cells it measures, whose results that function may
+    have used), else every function the check measures."""
+    cell = cell_functions(source, check.grades).get(check.culprit)
+    if not cell:
+        return describe_cells(source, check.grades)
+    named = f"{check.culprit} (cell '{cell}')"
+    others = tuple(other for other in check.grades if other != cell)
+    return f"{named}, or what it uses of {describe_cells(source, others)}" if others else named
 
 
 def _refuse(program: Program, scored: Scored) -> None:

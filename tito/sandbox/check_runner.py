@@ -109,7 +109,7 @@ class _Watch:
 
     def __init__(self, namespace: dict, functions: list[str], check_file: str, lines: list[str]):
         wanted = set(functions)
-        self.codes, self.made, self.last = {}, {}, ""
+        self.codes, self.made = {}, {}
         self.check_file, self.lines = check_file, lines
         for value in list(namespace.values()):
             for code in _codes(value):
@@ -120,7 +120,6 @@ class _Watch:
     def profile(self, frame, event, arg):
         if event == "return" and frame.f_code in self.codes:
             name = self.codes[frame.f_code]
-            self.last = name
             try:
                 for pointer in _pointers(arg):
                     self.made[pointer] = name
@@ -132,8 +131,7 @@ class _Watch:
 
     def blame(self, err: BaseException) -> str:
         """The function a failure points at: the student's function it was raised in, else
-        the one that made an array the failing line of the probe reads, else the last one
-        that returned."""
+        the one that made an array the failing line of the probe reads; "" when neither."""
         inside, frame, line = "", None, 0
         tb = err.__traceback__
         while tb is not None:
@@ -149,7 +147,7 @@ class _Watch:
                 found = self.source_of(frame.f_locals.get(word))
                 if found:
                     return found
-        return self.last
+        return ""
 
 
 def _codes(value) -> list:
