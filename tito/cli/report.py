@@ -103,10 +103,10 @@ def show_run(run: TestRun, label: str) -> None:
     if len(groups) > SHOWN_GROUPS:
         more = len(groups) - SHOWN_GROUPS
         console.print(f"... and {more} more kinds of failure; fix these first")
-    if any("cannot import name" in f.message for f in run.failures):
+    if any(_missing_name(f) for f in run.failures):
         console.print(
-            "[note]note: a name the tests import is missing from your package: renamed, or a "
-            "cell lost its `#| export` line?[/note]",
+            "[note]note: a name the tests or the course's code use is missing from your package: "
+            "renamed, or a cell lost its `#| export` line?[/note]",
             soft_wrap=True,
         )
     if not run.failures and not run.timed_out and run.output:
@@ -119,3 +119,12 @@ def show_run(run: TestRun, label: str) -> None:
         )
     else:
         fail(f"{label}: {summary}")
+
+
+def _missing_name(failure) -> bool:
+    """An import of the package failed for want of a name (a test file that could not be
+    imported: the package's own code, or the test, asked for a name no cell defines)."""
+    collected = failure.test.endswith(".py")
+    return "cannot import name" in failure.message or (
+        collected and failure.message.startswith("NameError")
+    )
