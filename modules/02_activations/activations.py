@@ -329,7 +329,8 @@ def test_gelu_value_and_slope(rng):
     np.testing.assert_allclose(gelu(x).data, want, rtol=1e-6, atol=1e-6)
     fn = GELUFunction()
     fn.forward(np.array([0.0]))
-    np.testing.assert_allclose(fn.backward(np.array([1.0]))[0], [0.5], rtol=1e-6, atol=1e-6)  # slope at 0 is 1/2
+    slope = fn.backward(np.array([1.0]))[0]  # at 0 it is 1/2
+    np.testing.assert_allclose(slope, [0.5], rtol=1e-6, atol=1e-6)
     y, dx = forward_backward(GELUFunction, x, rng.normal(size=x.shape))
     return {"y": y, "dx": dx}
 
@@ -341,7 +342,9 @@ def test_softmax_rows_and_stability(rng):
     s = softmax(x).data
     np.testing.assert_allclose(s.sum(axis=-1), [1.0, 1.0], rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(s[1], [0.5, 0.5, 0.0], rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(softmax(x, axis=0).data.sum(axis=0), np.ones(3), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        softmax(x, axis=0).data.sum(axis=0), np.ones(3), rtol=1e-6, atol=1e-9
+    )
     fn = SoftmaxFunction()
     out = fn.forward(np.array([0.3, -1.0, 2.0]))
     (g,) = fn.backward(np.ones(3))  # softmax sums to 1, so a uniform gradient vanishes

@@ -377,7 +377,9 @@ def test_clip_grad_norm_by_hand(rng):
     assert abs(clip_grad_norm([a, b], 10.0) - 5.0) < 1e-6  # below the limit: unchanged
     np.testing.assert_allclose(a.grad, [3.0, 0.0], rtol=1e-5, atol=1e-7)
     assert abs(clip_grad_norm([a, b], 1.0) - 5.0) < 1e-6
-    np.testing.assert_allclose(np.concatenate([a.grad, b.grad]), [0.6, 0.0, 0.8], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        np.concatenate([a.grad, b.grad]), [0.6, 0.0, 0.8], rtol=1e-5, atol=1e-7
+    )
     params = [Tensor(np.zeros(s), requires_grad=True) for s in [(3, 4), (4,), (2, 2)]]
     for p in params:
         p.grad = rng.normal(size=p.shape).astype(np.float32)

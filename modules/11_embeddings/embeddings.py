@@ -351,7 +351,9 @@ def test_sinusoid_values(rng):
     assert out.shape == (2, 10, 8)
     pos, i = 7, 2  # dimensions 4 and 5
     angle = pos / 10000 ** (2 * i / 8)
-    np.testing.assert_allclose(out[1, pos, 4:6], [np.sin(angle), np.cos(angle)], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        out[1, pos, 4:6], [np.sin(angle), np.cos(angle)], rtol=1e-5, atol=1e-6
+    )
     dim, length = int(rng.integers(3, 12)), int(rng.integers(4, 20))  # odd sizes too
     offset = int(rng.integers(0, 10))
     pe = PositionalEncoding(length + offset, dim)

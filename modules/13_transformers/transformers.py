@@ -297,7 +297,8 @@ def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng) 
     if top_k is not None and top_k < logits.shape[-1]:
         kth = np.partition(logits, -top_k, axis=-1)[:, -top_k, None]  # the k-th largest, (B, 1)
         above = logits > kth
-        ties = logits == kth  # exactly k stay: ties at the k-th value fill the rest, lowest ids first
+        # exactly k stay: ties at the k-th value fill the rest, lowest ids first
+        ties = logits == kth
         room = top_k - above.sum(axis=-1, keepdims=True)
         logits = np.where(above | (ties & (np.cumsum(ties, axis=-1) <= room)), logits, -np.inf)
     probs = np.exp(logits - logits.max(axis=-1, keepdims=True))  # unnormalised, (B, V)

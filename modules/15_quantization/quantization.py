@@ -584,8 +584,9 @@ def test_scales_and_zero_points(rng):
     np.testing.assert_allclose(s_ch[0], np.abs(w).max(axis=0) / 127, rtol=1e-6, atol=1e-9)
     shifted = w + 2.0  # lopsided: asymmetric codes use the whole range
     s_a, z_a = quant_params(shifted, 8, symmetric=False, axis=1)
-    np.testing.assert_allclose(s_a[0], (shifted.max(0) - np.minimum(shifted.min(0), 0)) / 255,
-                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        s_a[0], (shifted.max(0) - np.minimum(shifted.min(0), 0)) / 255, rtol=1e-6, atol=1e-9
+    )
     assert np.all((-128 <= z_a) & (z_a <= 127))
     s4, _ = quant_params(w, 4)
     np.testing.assert_allclose(s4, np.abs(w).max() / 7, rtol=1e-6, atol=1e-9)

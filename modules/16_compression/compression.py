@@ -618,8 +618,9 @@ def distillation_probe(rng):
     p_t, log_ps = np.exp(_log_softmax(ts / temp)), _log_softmax(rows / temp)
     kl = np.sum(p_t * (np.log(p_t) - log_ps)) / 6
     hard = -_log_softmax(rows)[np.arange(6), yy].mean()
-    np.testing.assert_allclose(loss.data, alpha * temp**2 * kl + (1 - alpha) * hard, rtol=1e-5,
-                               atol=1e-7)
+    np.testing.assert_allclose(
+        loss.data, alpha * temp**2 * kl + (1 - alpha) * hard, rtol=1e-5, atol=1e-7
+    )
     nudged = s.copy()  # module 05's central differences of the loss, nudging `nudged` in place
     numeric = numerical_gradient(
         lambda: float(distillation_loss(nudged, t, y, temp, alpha).data), nudged, h=1e-5
