@@ -40,6 +40,7 @@ SECOND_HALF = (
     "tests/tito/test_complete_every_module.py",
     "tests/tito/test_probe_seeds.py",
     "tests/tito/test_contracts_across_modules.py",  # milestone runs, as tests/milestone_runs
+    "tests/tito/test_edition_every_module.py",  # every module's tests again, in an edition
 )
 
 
