@@ -208,3 +208,11 @@ def test_a_reader_that_went_away_is_not_an_error(args):
         os.close(write)
     assert done.returncode != 0  # its output was lost: not a success
     assert "error" not in done.stderr.lower() and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [("module", "open"), ("module", "reset"), ("grade", "generate"), ("grade", "report")]
+)
+def test_a_missing_module_argument_is_named_module(cli, args):
+    result = cli(*args)
+    assert result.exit_code == 2 and "MODULE" in result.output and "key" not in result.output

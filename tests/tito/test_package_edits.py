@@ -79,6 +79,11 @@ def test_complete_backs_up_a_hand_edit_of_completed_code(project, cli, monkeypat
     kept = cli("module", "export", "--all")  # keeps completed code: nothing to back up
     assert "kept your completed code for 01 tensor" in kept.stdout and "held" not in kept.stdout
     assert package.read_text() == mine + "# my edit\n"
+    said = " ".join(kept.stdout.split())  # kept as it stands, and said so
+    assert (
+        "01 tensor: tinytorch/ no longer holds the code you completed (edited by hand?); "
+        "`tito module complete 1` installs it again, backing the edit up first" in said
+    )
     result = cli("module", "complete", "1")
     assert result.exit_code == 0
     (backup,) = backups(project, "01_tensor")

@@ -32,7 +32,9 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-ModuleArg = Annotated[str, typer.Argument(help="Module number or name, e.g. 13 or transformers.")]
+ModuleArg = Annotated[
+    str, typer.Argument(metavar="MODULE", help="Module number or name, e.g. 13 or transformers.")
+]
 COURSE_HELP = (
     "The course folder. Default: the current folder when it holds an nbgrader_config.py "
     "(as with nbgrader), else <project>/course."

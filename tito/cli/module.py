@@ -26,7 +26,9 @@ app = typer.Typer(help="Work through the course modules.", no_args_is_help=True)
 ModuleArg = Annotated[
     str,
     typer.Argument(
-        help="Module number or name, e.g. 13 or transformers.", autocompletion=complete_key
+        metavar="MODULE",
+        help="Module number or name, e.g. 13 or transformers.",
+        autocompletion=complete_key,
     ),
 ]
 
@@ -152,7 +154,9 @@ def complete(
     key: Annotated[
         str | None,
         typer.Argument(
-            help="Module number or name, e.g. 13 or transformers.", autocompletion=complete_key
+            metavar="MODULE",
+            help="Module number or name, e.g. 13 or transformers.",
+            autocompletion=complete_key,
         ),
     ] = None,
     timeout: TimeoutOption = None,
@@ -233,7 +237,9 @@ def complete_one(m, timeout: float | None) -> None:
 
 @app.command()
 def export(
-    key: Annotated[str | None, typer.Argument(help="Module number or name.")] = None,
+    key: Annotated[
+        str | None, typer.Argument(metavar="MODULE", help="Module number or name.")
+    ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Export every module.")] = False,
     check: Annotated[
         bool,
@@ -284,6 +290,14 @@ def export(
         if kept:
             names = ", ".join(f"{m.number:02d} {m.slug}" for m in kept)
             console.print(f"kept your completed code for {names} (--force replaces it)")
+            for m in kept:  # kept as the package holds it, which may not be what was completed
+                if lifecycle.check_reference(m, done):
+                    console.print(
+                        f"{m.number:02d} {m.slug}: tinytorch/ no longer holds the code you "
+                        f"completed (edited by hand?); `tito module complete {m.number}` installs "
+                        "it again, backing the edit up first",
+                        soft_wrap=True,
+                    )
     written, saved = lifecycle.export_reference(chosen, force=force)
     for path in written:
         console.print(f"wrote {safe(paths.shown(path))}")
