@@ -216,3 +216,17 @@ def test_a_reader_that_went_away_is_not_an_error(args):
 def test_a_missing_module_argument_is_named_module(cli, args):
     result = cli(*args)
     assert result.exit_code == 2 and "MODULE" in result.output and "key" not in result.output
+
+
+def test_paths_are_shown_as_a_student_can_use_them_where_tito_ran(tmp_path, monkeypatch):
+    from tito.curriculum.paths import shown
+
+    inside = tmp_path / "course" / "tinytorch" / "core" / "tensor.py"
+    monkeypatch.chdir(tmp_path)
+    assert shown(inside) == "course/tinytorch/core/tensor.py"  # relative where it ran
+    monkeypatch.chdir("/")
+    assert shown(inside) == str(inside.resolve())  # from the root: absolute, not "tmp/..."
+    elsewhere = tmp_path / "a"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert shown(inside) == str(inside.resolve())

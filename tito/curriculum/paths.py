@@ -67,10 +67,12 @@ def _stage(path: Path, text: str) -> str:
 
 def shown(path: Path) -> str:
     """A path as the student can use it from where they ran tito: relative to the working
-    directory when it is inside it, else absolute."""
-    path = Path(path).resolve()
+    directory when it is inside it (and that is not the filesystem's root), else absolute."""
+    path, here = Path(path).resolve(), Path.cwd().resolve()
+    if here == Path(here.anchor):  # from /, "home/ann/x" would read as a broken path
+        return str(path)
     try:
-        return path.relative_to(Path.cwd().resolve()).as_posix()
+        return path.relative_to(here).as_posix()
     except ValueError:
         return str(path)
 
