@@ -102,3 +102,10 @@ def test_a_save_model_file_exports_with_a_given_bpe_tokenizer(tmp_path):
     ]
     again = BPETokenizer.load(tmp_path / "hf" / "tinytorch_tokenizer.json")
     assert again.merges == tokenizer.merges
+
+
+def test_import_of_a_missing_folder_says_so_first(tmp_path):
+    result = runner.invoke(app, ["model", "import", str(tmp_path / "nowhere"), str(tmp_path / "x")])
+    assert result.exit_code == 1 and "nowhere is not a folder" in said(result)
+    assert "config.json and model.safetensors" in said(result)
+    assert not (tmp_path / "x").exists()

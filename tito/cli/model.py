@@ -118,6 +118,11 @@ def import_(
     from tinytorch.models import huggingface
     from tinytorch.models.weights import save_model
 
+    if not folder.is_dir():  # before any question of installed packages
+        raise TitoError(
+            f"{folder} is not a folder",
+            hint="give the GPT-2 folder that holds config.json and model.safetensors",
+        )
     try:
         model = huggingface.load_gpt2(folder)
     except (ValueError, KeyError) as err:  # UnsupportedArchitecture is a ValueError
