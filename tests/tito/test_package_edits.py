@@ -134,3 +134,15 @@ def test_status_is_quiet_while_the_package_holds_completed_code(project, cli, mo
     monkeypatch.setenv("PYTEST_ADDOPTS", "-k broadcast_arithmetic")
     assert cli("module", "complete", "1").exit_code == 0
     assert "no longer holds" not in cli("module", "status").stdout
+
+
+def test_export_writes_only_what_changes(project, cli):
+    first = cli("module", "export", "--all")  # the project's package already holds the reference
+    assert first.exit_code == 0 and "wrote" not in first.stdout
+    assert "nothing to write" in first.stdout
+    (project / ACTIVATIONS).unlink()
+    again = cli("module", "export", "--all")
+    assert again.exit_code == 0
+    assert [s for s in again.stdout.splitlines() if s.startswith("wrote")] == [
+        f"wrote {project / ACTIVATIONS}"
+    ]

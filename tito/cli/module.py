@@ -301,6 +301,8 @@ def export(
     written, saved = lifecycle.export_reference(chosen, force=force)
     for path in written:
         console.print(f"wrote {safe(paths.shown(path))}")
+    if not written:
+        console.print("tinytorch/ already holds that code: nothing to write")
     _say_saved(saved)
     undone = [m for m in chosen if m.number in done] if force else []
     if undone:

@@ -67,6 +67,7 @@ def export_reference(
         package / rel: text for m in modules for rel, text in staging.reference_files(m).items()
     }
     writes[package / exporter.COURSE_MAP] = exporter.course_map()
+    writes = {path: text for path, text in writes.items() if not _holds(path, text)}
     written = list(writes)
     saved = package_files.protect(writes)
     if kept:
@@ -75,6 +76,11 @@ def export_reference(
             writes[progress.file()] = forgotten
     paths.write_all(writes)
     return written, saved
+
+
+def _holds(path: Path, text: str) -> bool:
+    """The file already holds exactly `text` (so writing it again would change nothing)."""
+    return path.is_file() and path.read_text(encoding="utf-8") == text
 
 
 def check_course_map() -> list[str]:
