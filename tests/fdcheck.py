@@ -66,11 +66,6 @@ def wrong_values(got, want, what: str, rtol: float, atol: float, blame=None,
         raise err from None
 
 
-def wrong_gradient(got, want, what: str, rtol: float, atol: float, blame=None) -> None:
-    """wrong_values against central differences; `blame`: the student's backward."""
-    wrong_values(got, want, what, rtol, atol, blame)
-
-
 def wrong_output(got, want, fn_cls, rtol: float, atol: float, referee: str = "the expected values",
                  then: str = "") -> None:  # fmt: skip
     """wrong_values for the output of `fn_cls.forward`, naming and blaming that forward."""
@@ -109,7 +104,7 @@ def check_function(fn_cls, *arrays, kwargs=None, wrt=None, h=1e-6, rtol=1e-5, at
         got = sum_to_shape(np.asarray(analytic[i], dtype=np.float64), arrays[i].shape)
         want = central_differences(loss, arrays[i], h)
         what = f"{fn_cls.__name__}.backward: the gradient of {operand(fn_cls, i, len(arrays))}"
-        wrong_gradient(got, want, what, rtol, atol, blame=fn_cls.backward)
+        wrong_values(got, want, what, rtol, atol, blame=fn_cls.backward)
 
 
 def check_graph(build, *arrays, h=1e-6, rtol=1e-5, atol=1e-7, seed=0):
@@ -131,7 +126,7 @@ def check_graph(build, *arrays, h=1e-6, rtol=1e-5, atol=1e-7, seed=0):
             assert t.grad.dtype == np.float64
             want = central_differences(loss, a, h)
             ordinal = ORDINALS[i] if i < len(ORDINALS) else f"number {i + 1}"
-            wrong_gradient(t.grad, want, f"the gradient of the {ordinal} input", rtol, atol)
+            wrong_values(t.grad, want, f"the gradient of the {ordinal} input", rtol, atol)
 
 
 def weighted_grads(fn, *arrays, weight):

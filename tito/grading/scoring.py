@@ -181,7 +181,7 @@ def run_checks(module: CourseModule, program: Program, stage: Path, timeout: flo
     return Run(run.output, nonces, run.seconds, stopped, export_error)
 
 
-def culprit(mine: judge.Numbers, reason: str, known: dict[str, str]) -> str:
+def culprit(mine: judge.Numbers, reason: str, known: list[str]) -> str:
     """The function a failed check's numbers point at, if the runner could tell and it is one
     the check's cells ask for (`known`): the one a probe failed in, else the one that made the
     first value that differs."""
@@ -309,7 +309,7 @@ def score(
                                  wanted.problem, said, run.stopped)  # fmt: skip
         check.passed, check.reason = decided.passed, decided.reason
         if not check.passed:
-            check.culprit = culprit(mine, check.reason, cell_functions(source, check.grades))
+            check.culprit = culprit(mine, check.reason, program.functions[check.grade_id])
     isolate(module, source, submission, program, scored, expected, reference_stage, timeout,
             unsafe)  # fmt: skip
     return _blamed(scored, source)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from datetime import datetime
 from pathlib import Path
 
 import nbformat
@@ -265,8 +264,7 @@ def reset(module: CourseModule) -> tuple[Path | None, list[Backup]]:
     saved = package_files.protect(writes)
     backup = None
     if target.exists():
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-        backup = target.parent / "backups" / f"{module.slug}-{stamp}.ipynb"
+        backup = target.parent / "backups" / f"{module.slug}-{package_files.stamp()}.ipynb"
         backup.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(target, backup)
     paths.write_all(writes)

@@ -80,6 +80,11 @@ def _backup_name(module: catalog.CourseModule, rel: Path, stamp: str) -> str:
     return f"{name}-{stamp}.py"
 
 
+def stamp() -> str:
+    """The time part of a backup's name (a notebook's or a package file's): sorts by time."""
+    return datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+
+
 def protect(writes: dict[Path, str], known: dict[Path, str] | None = None) -> list[Backup]:
     """Before `writes` (path -> text, package files among them) go in: copy each lesson package
     file whose text tito did not write (nor the course's git index holds, nor `known` gives as
@@ -93,7 +98,7 @@ def protect(writes: dict[Path, str], known: dict[Path, str] | None = None) -> li
     after = dict(before)
     done = progress.load()
     committed: dict[str, str] | None = None  # asked of git only when a file is in doubt
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    when = stamp()
     saved = []
     for path, text in list(writes.items()):
         if not path.is_relative_to(package):
@@ -120,7 +125,7 @@ def protect(writes: dict[Path, str], known: dict[Path, str] | None = None) -> li
         index = committed.get(rel.as_posix())
         if index is not None and _git_id(data, index) == index:
             continue
-        copy = paths.notebook(module).parent / "backups" / _backup_name(module, rel, stamp)
+        copy = paths.notebook(module).parent / "backups" / _backup_name(module, rel, when)
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, copy)
         saved.append(Backup(path, copy))
