@@ -2,7 +2,8 @@
 
 LIBRARY is tinytorch (the reference package as a fresh clone runs it: module 18's `accelerate` on
 the model and the optimizer), tinytorch-plain (the plain lesson code of modules 01-13, what a
-student who completed only those runs) or torch.
+student who completed only those runs), tinytorch-split (that plain code with only accelerate's
+split of the batch over the cores, `accelerate(model, parts=())`; own-loop rows) or torch.
 
 SETTING is 1t or 2t (BLAS / torch threads) or, for training, 2w (the batch split in two halves of
 one BLAS / torch thread each: tinytorch's DataParallel as the GPT milestone runs it, the second
@@ -25,6 +26,7 @@ import numpy as np
 from benchmarks.common import (
     PLAIN,
     PROMPT_LEN,
+    SPLIT,
     Row,
     batches,
     config,
@@ -50,6 +52,10 @@ def _timed(fn, warmup: int, reps: int, clock=time.process_time) -> tuple[list, l
 
 
 def _build(library: str, cfg):
+    if library == SPLIT:  # the plain lessons, with only accelerate's split of the batch
+        from tinytorch.accel.accelerate import accelerate
+
+        return accelerate(tiny_model(cfg, accelerated=False), parts=())
     if library in ("tinytorch", PLAIN):
         return tiny_model(cfg, accelerated=library == "tinytorch")
     import torch
@@ -224,8 +230,8 @@ KINDS = {"train": _train, "generate": _generate, "gpt2": _gpt2, "conv": _conv, "
 
 
 def main(library: str, setting: str, row: Row) -> dict:
-    if library not in ("tinytorch", PLAIN, "torch"):
-        raise ValueError(f"library must be tinytorch, {PLAIN} or torch, got {library!r}")
+    if library not in ("tinytorch", PLAIN, SPLIT, "torch"):
+        raise ValueError(f"library must be tinytorch, {PLAIN}, {SPLIT} or torch, got {library!r}")
     if library == "torch":
         # PyTorch as a user runs it: importing the preset table must not tune this process's
         # allocator the way tinytorch does for itself (tinytorch/core/allocator.py)

@@ -21,6 +21,9 @@ LIBRARIES = ("tinytorch", "torch")
 # milestone gives it). "tinytorch" is the reference package as a fresh clone runs it: accelerated.
 PLAIN = "tinytorch-plain"
 WITH_PLAIN = ("tinytorch", PLAIN, "torch")
+# The plain lesson code with accelerate's batch split alone (`accelerate(model, parts=())`: no layer
+# swapped, the batch over the cores): the own-loop rows measure it beside the plain code
+SPLIT = "tinytorch-split"
 # Thread settings: "Nt" is N BLAS threads for numpy, N intra-op threads for torch; "Nw" is
 # training with the batch split over N threads of one BLAS / intra-op thread each: tinytorch
 # through module 18's DataParallel (what `tito milestone run gpt` does on 2 cores), PyTorch through

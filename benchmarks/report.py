@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
-from benchmarks.common import PLAIN
+from benchmarks.common import PLAIN, SPLIT
 
 # (row key, metric, label, better, goal, must reach[, library, the PyTorch row's key]);
 # ratio = that library (default: tinytorch, the accelerated reference) / torch
@@ -45,6 +45,11 @@ LINES = (
     )),
     ("gen_small_uncached", "tok_s", "uncached tok/s, small, plain 01-13 (vs cached)", ">=", None,
      None, PLAIN, "gen_small"),
+    # the plain lessons in the own loop with accelerate's batch split alone (parts=())
+    ("train_small_own", "step_ms", "train step ms, small, own loop, plain 01-13 split", "<=", 1.3,
+     None, SPLIT),
+    ("train_medium_own", "step_ms", "train step ms, medium, own loop, plain 01-13 split", "<=",
+     1.3, None, SPLIT),
 )  # fmt: skip
 
 
@@ -62,6 +67,7 @@ SHORT = (
     (", own loop", ", own"),
     ("dense products alone ms, ", "products ms\n"),
     (", B8 1t (floor)", " (floor)"),
+    (", plain 01-13 split", "\nplain split"),
     (", plain 01-13", "\nplain 01-13"),
     (" (vs cached)", ""),
     (" (d128 L4, B16 T64)", ""),
@@ -186,7 +192,9 @@ NOTES = (
     "at the libraries' default threads, one process each: no thread setting, no DataParallel; "
     "tinytorch's accelerated GPT splits the batch over the cores itself (a forked worker "
     "process on Linux, whose CPU time is counted with its caller's), PyTorch runs its default "
-    "intra-op threads.",
+    "intra-op threads. plain 01-13 split = the plain lessons after `accelerate(model, "
+    "parts=())`, which swaps no layer and only splits the batch over the cores; the plain own "
+    "loop without it runs every elementwise pass of the lessons on one core.",
     "products alone (the floor) = a training step's dense matrix products only (each "
     "Linear's forward, input gradient and weight gradient, the tied head's too) on one core's "
     "half of the own loop's batch, one thread: numpy's BLAS against PyTorch's. A step with "

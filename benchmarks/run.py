@@ -30,6 +30,7 @@ from benchmarks.common import (
     OWN_LOOP,
     PLAIN,
     ROOT,
+    SPLIT,
     THREAD_CHOICES,
     WITH_PLAIN,
     Row,
@@ -38,7 +39,8 @@ from benchmarks.common import (
 from tinytorch.bench.harness import schedule
 
 _PLAIN = {"libraries": WITH_PLAIN}  # the row also measures the plain lesson code
-_OWN = {**_PLAIN, "settings": (OWN_LOOP,)}
+# the own loop also measures the plain lessons with accelerate's batch split alone (parts=())
+_OWN = {"libraries": (*WITH_PLAIN, SPLIT), "settings": (OWN_LOOP,)}
 _FLOOR = {"settings": ("1t",)}
 FULL = [
     (Row("train_small", "train", "small", batch=16, seq_len=64, steps=5, warmup=2, **_PLAIN), 5),

@@ -8,6 +8,8 @@ threads (no DataParallel, nothing a user would not write):
 
 - `torch`: benchmarks/torch_gpt.py's nanoGPT-style model, `torch.optim.AdamW`;
 - `tinytorch-plain`: the lesson code of modules 01-13 as they are, in the same loop;
+- `tinytorch-split`: the same lesson code after `accelerate(model, parts=())`, which swaps no
+  layer and only splits each batch over the cores (the optimizer stays the lesson's AdamW);
 - `tinytorch`: the same loop after the one call the README shows, `accelerate(model)` and
   `accelerate(optimizer)` (module 18).
 
@@ -36,7 +38,7 @@ from types import SimpleNamespace
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-WHO = ("torch", "tinytorch-plain", "tinytorch")
+WHO = ("torch", "tinytorch-plain", "tinytorch-split", "tinytorch")
 SHAPE = {"block": 64, "batch": 12, "layers": 4, "heads": 4, "width": 128}
 LR, MIN_LR, WARMUP, BETAS, DECAY, CLIP = 1e-3, 1e-4, 100, (0.9, 0.99), 0.1, 1.0
 VAL_WINDOWS = 240  # fixed windows of the held-out tenth, 20 batches of 12
@@ -136,6 +138,8 @@ def child(who: str, folder: Path, vocab_size: int, iters: int) -> dict:
         opt = AdamW(model.parameters(), lr=LR, betas=BETAS, weight_decay=DECAY)
         if who == "tinytorch":
             model, opt = accelerate(model), accelerate(opt)
+        elif who == "tinytorch-split":
+            model = accelerate(model, parts=())
 
         def step(x, y, lr):  # module 07's step: zero_grad, forward, backward, clip, step
             opt.lr = lr
@@ -160,7 +164,7 @@ def child(who: str, folder: Path, vocab_size: int, iters: int) -> dict:
             cpu_seconds += split.cpu_seconds()
             worker_mib = split.memory_kib() / 1024
             threads += f"; batch split over {len(split.workers) + 1} processes"
-        elif who == "tinytorch":
+        elif who != "tinytorch-plain":
             threads += f"; batch split over {getattr(model, 'split_workers', 1)} threads"
     total = 0.0
     for i in range(0, VAL_WINDOWS, SHAPE["batch"]):

@@ -41,6 +41,32 @@ def test_the_own_loop_setting_runs_the_accelerated_gpt_split_over_the_cores():
     assert trainer.step(x, y) > 0
 
 
+def test_the_split_library_is_the_plain_lessons_with_only_the_batch_split():
+    """tinytorch-split (own-loop rows): no layer swapped, the optimizer the lesson's, and the
+    training forward split over the cores as `accelerate(model, parts=())` does."""
+    from benchmarks.child import _build
+    from benchmarks.common import SPLIT, TinyTrainer, batches
+    from benchmarks.run import FULL
+    from tinytorch.accel.accelerate import accelerated
+    from tinytorch.accel.parallel import SplitBatch
+    from tinytorch.accel.processes import SplitOverProcesses, can_fork
+    from tinytorch.core.tensor import Tensor
+    from tinytorch.models.transformer import PRESETS
+
+    model = _build(SPLIT, PRESETS["small"])
+    trainer = TinyTrainer(model, workers=0, accelerated=False)
+    assert accelerated(model) == set() and accelerated(trainer.opt) == set()
+    x, y = batches(PRESETS["small"].vocab_size, 4, 8, 1)[0]
+    split = SplitOverProcesses if can_fork() else SplitBatch
+    assert isinstance(model(Tensor(x))._ctx, split)
+    assert trainer.step(x, y) > 0
+    own = [row for row, _ in FULL if row.settings == ("own",)]
+    assert own and all(SPLIT in row.libraries for row in own)
+    done = child(SPLIT, "own", TRAIN)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["step_ms"] > 0
+
+
 def test_settings_parse_and_refuse():
     assert parse_setting("1t") == (1, 1) and parse_setting("2t") == (2, 1)
     assert parse_setting("2w") == (1, 2)
