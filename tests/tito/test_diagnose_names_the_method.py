@@ -124,6 +124,7 @@ def test_diagnose_names_a_wrong_forward_as_the_forward(tmp_path):
     finding = by_check(diagnose(find(2), path))["test-softmax"]
     assert finding.what == "SoftmaxFunction.forward"
     assert SOFTMAX_AXIS[1] in cell_text(path, finding.place)
+    assert "a softmax (or normalisation) over the wrong axis" in finding.hint
 
 
 def test_check_function_names_a_wrong_forward_before_blaming_the_backward():

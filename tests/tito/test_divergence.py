@@ -85,6 +85,17 @@ def test_a_reduction_over_the_wrong_axis():
     assert "wrong axis" in hint(wrong, right)
 
 
+def test_a_softmax_over_the_wrong_axis_names_both_axes():
+    def softmax(a, axis):
+        e = np.exp(a - a.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    text = hint(softmax(X, 1), softmax(X, -1))
+    assert "softmax" in text and "along axis 1" in text and "along axis 2" in text
+    square = rng.normal(size=(2, 6, 6))  # a (T, T) score matrix: not mistaken for a transpose
+    assert "softmax" in hint(softmax(square, 1), softmax(square, 2))
+
+
 def test_a_missing_epsilon():
     var = X.var(axis=-1, keepdims=True) * 1e-3
     right, wrong = X / np.sqrt(var + 1e-5), X / np.sqrt(var)

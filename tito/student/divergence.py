@@ -131,6 +131,15 @@ def _two_term_axes(diff: np.ndarray, rtol: float, atol: float) -> tuple[int, int
     return None
 
 
+def _sums_to_one(a: np.ndarray) -> list[int]:
+    """The axes along which `a` is non-negative and adds up to 1 (a softmax's or a
+    normalisation's axis)."""
+    if a.ndim == 0 or not bool((a >= -1e-6).all()):
+        return []
+    return [ax for ax in range(a.ndim) if a.shape[ax] > 1 and np.allclose(a.sum(axis=ax), 1.0,
+                                                                            atol=1e-4)]  # fmt: skip
+
+
 def _value_hint(yours: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> str:
     finite_y, finite_e = np.isfinite(yours), np.isfinite(expected)
     if (~finite_y & finite_e).any():
@@ -145,6 +154,12 @@ def _value_hint(yours: np.ndarray, expected: np.ndarray, rtol: float, atol: floa
         return "yours is the expected value with its sign flipped: a sign slip"
     if np.allclose(yours, 0, atol=atol) and not np.allclose(expected, 0, atol=atol):
         return "yours is all zeros: this step is not computed (or its result is not returned)"
+    theirs, mine = _sums_to_one(expected), _sums_to_one(yours)
+    if theirs and mine and not set(theirs) & set(mine):
+        return (
+            f"yours adds up to 1 along axis {mine[0]} where the expected adds up to 1 along axis "
+            f"{theirs[0]}: a softmax (or normalisation) over the wrong axis"
+        )
     k = _softmax_temperature(yours, expected)
     if k is not None:
         return "these softmax rows come from scores that are off by a factor: " + _factor_hint(
