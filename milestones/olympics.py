@@ -200,7 +200,10 @@ def apply(model, transforms: list[str]):
 
 
 def weight_bytes(model) -> int:
-    """Bytes of every distinct array the model holds (parameters, buffers, int8 weights)."""
+    """Bytes of every distinct array the model holds (parameters, buffers, int8 weights).
+
+    Call it before the model runs: a layer may keep arrays of its last call (module 12's
+    attention keeps its weights, `last_attention`), which are no part of the model's size."""
     from tinytorch.core.tensor import Tensor
 
     seen, total, todo, visited = set(), 0, [model], set()
@@ -285,6 +288,7 @@ def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats:
 
     run = load_run(folder, data_dir, untrusted)
     model = apply(run.model, transforms)
+    size = weight_bytes(model)  # before any forward: a layer keeps its last call's arrays
     # one short cached generation here first: a failure in the student's code then surfaces in
     # this process, where tito can name the module and cell (the timed ones run in another)
     model.generate(np.array([run.vocab.encode(PROMPT)]), 2, temperature=0, use_cache=True)
@@ -294,7 +298,7 @@ def measure(folder: Path, transforms: list[str], data_dir: Path | None, repeats:
     shuffled = heldout_bits(run, model, shuffled_sentences(text, shuffle_order()))
     return Measured(
         tokens_per_second=tokens_per_second(run, transforms, data_dir, repeats, untrusted),
-        bytes=weight_bytes(model),
+        bytes=size,
         bits_per_char=bits,
         shuffled_bits_per_char=shuffled,
     )

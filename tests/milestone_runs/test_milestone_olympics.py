@@ -265,6 +265,18 @@ def test_compression_transforms_make_the_measured_model_smaller(trained, spec):
     assert abs(olympics.heldout_bits(run, smaller, text) - bits) < 0.5 * bits  # still the model
 
 
+@pytest.mark.parametrize("transforms", [[], ["quantize:int8-per-channel"]])
+def test_the_size_measured_is_the_models_and_not_what_its_last_call_kept(trained, transforms):
+    """Scoring the held-out text leaves each attention layer's (B, H, T, T) weights behind;
+    the measured size is that of the model before it ran: its parameters, or its int8 codes."""
+    fresh = olympics.apply(load_run(trained).model, transforms)
+    size = olympics.weight_bytes(fresh)
+    if not transforms:
+        assert size == sum(p.data.nbytes for p in fresh.parameters())
+    measured = olympics.measure(trained, transforms, None, repeats=1)
+    assert measured.bytes == size
+
+
 def test_a_transformation_argument_is_checked_when_the_manifest_is_read(trained):
     for spec, said in (
         ("quantize:int3", "must be one of int8-per-channel"),
