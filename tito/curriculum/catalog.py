@@ -140,7 +140,7 @@ GIVEN_REQUIRES: dict[str, tuple[int, ...]] = {
     "tinytorch/names.py": (),  # every public name, its home and the paths that offer it
     "tinytorch/core/allocator.py": (),  # glibc's allocator tuning, run by `import tinytorch`
     "tinytorch/core/checkpoint.py": (),  # write_atomic and the .npz reader (module 07's format)
-    "tinytorch/nn/functional.py": (2, 4),  # the functions of modules 02 and 04, PyTorch's path
+    "tinytorch/nn/functional.py": (),  # PyTorch's path to 02's and 04's functions, imported on use
     "tinytorch/core/embeddings.py": (11,),  # module 11's names under the `core` path
     "tinytorch/core/transformer.py": (13,),  # module 13's and the files below, under one path
     "tinytorch/models/decoding.py": (),  # generate: argument checks, steer_logits, module 17 or not
