@@ -7,10 +7,10 @@ import nbformat
 import pytest
 
 from tito.curriculum import notebooks, paths
+from tito.curriculum.catalog import MODULES as CATALOG
 from tito.curriculum.catalog import find
 from tito.student.diagnose import diagnose, reference_trace
 
-MODULES = (1, 4, 5, 12, 13)
 _references = {}
 
 
@@ -38,12 +38,15 @@ def planted(number: int, old: str, new: str, folder: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("number", MODULES)
-def test_a_correct_notebook_reports_nothing(number, tmp_path):
+@pytest.mark.parametrize("number", [m.number for m in CATALOG])
+def test_the_reference_diagnoses_clean_on_every_module(number, tmp_path):
+    # two fresh processes, the reference in both: every random draw (a layer's default weights
+    # come from numpy's global generator) must be the same in each (all 21 take about 35 s)
     path = tmp_path / "solved.ipynb"
     nbformat.write(solved(number), path)
-    result = diagnose(find(number), path, reference=reference(number))
-    assert result.checks and result.clean and not result.notes
+    result = diagnose(find(number), path)
+    assert result.checks and not result.notes
+    assert not result.findings, [(f.check, f.what, f.summary) for f in result.findings]
 
 
 BUGS = [

@@ -19,6 +19,7 @@ Cells are compiled with the file name "<cell LABEL>", so a frame tells which cel
 
 import json
 import os
+import random
 import runpy
 import sys
 import traceback
@@ -252,6 +253,14 @@ def _soften_asserts() -> list:
     return failed
 
 
+def _seed(seed: int) -> None:
+    """The same start for every random draw the code can make without a generator of its own:
+    a layer's default weights come from numpy's global generator, and both runs (the student's
+    and the reference's) must build the same ones."""
+    random.seed(seed)
+    np.random.seed(seed)
+
+
 def main() -> None:
     global np
     job = json.loads(sys.stdin.read())
@@ -268,6 +277,7 @@ def main() -> None:
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     compile_cell = CELLS.Compiler()
     setup_errors = []
+    _seed(job["seed"])
     for label, code in job["cells"]:
         try:
             exec(compile_cell(code, label), namespace)
@@ -285,6 +295,7 @@ def main() -> None:
         recorder.check = number
         record = {"label": label, "error": None, "where": [], "results": {}}
         failed.clear()
+        _seed(job["seed"])  # each check starts alike, whatever the ones before it drew
         try:
             if Collect is not None:
                 Collect.probes = []
@@ -297,6 +308,7 @@ def main() -> None:
                 if Collect is not None:
                     Collect.probes = None
                 for probe in probes:
+                    _seed(job["seed"])
                     result = probe(np.random.default_rng(job["seed"]))
                     for name, value in (result or {}).items():
                         index = recorder._event({"kind": "result", "op": str(name)}, {"out": value})
