@@ -65,6 +65,14 @@ from tinytorch.core.tensor import Function, ShapeError, Tensor
 # walks that tree depth first, in attribute order, and yields every trainable tensor once (a
 # weight shared by two layers is listed under its first name only, so an optimizer never updates
 # it twice; a module reachable twice is searched once).
+#
+# Some layers keep arrays they learn from the data but not by gradients, such as module 09's
+# `BatchNorm2d` running statistics. As in PyTorch, such a layer calls
+# `self.register_buffer("running_mean", array)`: a buffer is not a parameter (the optimizer never
+# sees it), but `state_dict()` saves it and `load_state_dict()` restores it in place, under its
+# dotted name (`layers.1.running_mean`), so a reloaded model predicts exactly as the saved one.
+# The given code handles the buffers: in `state_dict` you build `state`, the dict of the
+# parameters' copies, and the given lines add the buffers to it and return it.
 
 
 # %% nbgrader={"grade": false, "grade_id": "module", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -163,32 +171,63 @@ class Module:
     def num_parameters(self) -> int:
         return sum(p.size for p in self.parameters())
 
+    buffer_names: tuple[str, ...] = ()  # a class default, like `training`
+
+    def register_buffer(self, name: str, value) -> None:
+        """Keep the array `value` as attribute `name`, saved and loaded with the parameters."""
+        self.buffer_names = (*(n for n in self.buffer_names if n != name), name)
+        setattr(self, name, np.asarray(value))
+
+    def named_buffers(self) -> Iterator[tuple[str, np.ndarray]]:
+        """(dotted name, array) for every registered buffer here and below, each module once."""
+        seen: set[int] = set()
+
+        def walk(module, prefix):
+            seen.add(id(module))
+            for name in module.buffer_names:
+                yield prefix + name, getattr(module, name)
+            for name, value in module.children():
+                if isinstance(value, Module) and id(value) not in seen:
+                    yield from walk(value, f"{prefix}{name}.")
+
+        yield from walk(self, "")
+
     def state_dict(self) -> dict[str, np.ndarray]:
-        """{dotted name: a copy of the parameter's values}."""
+        """{dotted name: a copy of the values}: every parameter, then every buffer."""
         ### BEGIN SOLUTION
-        return {name: p.data.copy() for name, p in self.named_parameters()}
+        state = {name: p.data.copy() for name, p in self.named_parameters()}
         ### END SOLUTION
+        state.update((name, np.array(b, copy=True)) for name, b in self.named_buffers())
+        return state
 
     def load_state_dict(self, state: dict) -> None:
-        """Copy saved values into the parameters (in place); names and shapes must match."""
-        params = dict(self.named_parameters())
-        missing = sorted(set(params) - set(state))
-        unexpected = sorted(set(state) - set(params))
+        """Copy saved values into the parameters and buffers (in place); names and shapes must
+        match."""
+        params, buffers = dict(self.named_parameters()), dict(self.named_buffers())
+        missing = sorted((set(params) | set(buffers)) - set(state))
+        unexpected = sorted(set(state) - set(params) - set(buffers))
         if missing or unexpected:
             raise KeyError(
                 f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}; "
                 f"the saved weights belong to a different architecture than {type(self).__name__}"
             )
-        for name, p in params.items():
+
+        def saved(name, shape):
             value = np.asarray(state[name])
-            if value.shape != p.shape:
+            if value.shape != shape:
                 raise ShapeError(
                     f"load_state_dict: '{name}' has shape {value.shape} in the saved weights but "
-                    f"{p.shape} in the model; build the model with the same sizes"
+                    f"{shape} in the model; build the model with the same sizes"
                 )
+            return value
+
+        for name, p in params.items():
+            value = saved(name, p.shape)
             ### BEGIN SOLUTION
             np.copyto(p.data, value, casting="unsafe")
             ### END SOLUTION
+        for name, buffer in buffers.items():
+            np.copyto(buffer, saved(name, buffer.shape), casting="unsafe")
 
     def __repr__(self):
         return f"{type(self).__name__}({self.num_parameters()} parameters)"

@@ -175,7 +175,11 @@ def col2im(cols: np.ndarray, shape: tuple, kernel: tuple, stride: tuple, padding
 # | input gradient | `col2im(g @ W)` |
 #
 # Save `cols` for the weight gradient only when the weight needs one, and the weight for the
-# input gradient only when the input needs one.
+# input gradient only when the input needs one (`self.needs_grad[i]` says whether input `i` of
+# `forward(x, weight, bias)` needs a gradient). Name the saved arrays as you like: the tests look
+# at what the function keeps on `self` after `forward`, and check that nothing there holds the
+# weight when only the weight needs a gradient, and nothing the size of `cols` when only the input
+# does.
 
 
 # %% nbgrader={"grade": false, "grade_id": "conv-function", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -397,7 +401,16 @@ class AvgPool2d(_Pool2d):
 # batch. So while training the layer also keeps an exponential moving average of the statistics,
 # `running = (1 - momentum) * running + momentum * batch` (PyTorch stores the *unbiased* variance,
 # divided by `m - 1`, in `running_var`), and in eval mode it normalises with those instead.
-# The running statistics are not parameters: the optimizer never touches them.
+# The running statistics are not parameters: the optimizer never touches them. They are *buffers*
+# (module 03's `register_buffer`): `state_dict()` saves them and `load_state_dict()` restores them
+# in place, so a model saved after training predicts the same in eval mode once reloaded. Update
+# them in place (`self.running_mean[:] = ...`) or assign new arrays: both are saved.
+#
+# **One value per channel.** With `m = 1` (a batch of one 1 x 1 image) the variance of the batch
+# is 0 and the unbiased one divides by zero, so in training `forward` raises a `ShapeError` whose
+# message says the layer needs "more than one value per channel" and names the input's shape
+# (PyTorch refuses the same input). In eval mode the running statistics are used and any batch
+# works.
 #
 # **The backward.** In eval mode mean and variance are constants: `dx = g * weight / sqrt(var +
 # eps)`. In training they depend on `x` too. Writing `d = g * weight` and averaging over the `m`
@@ -459,8 +472,8 @@ class BatchNorm2d(Module):
         self.eps, self.momentum = float(eps), float(momentum)
         self.weight = Tensor(np.ones(self.num_features), requires_grad=True)
         self.bias = Tensor(np.zeros(self.num_features), requires_grad=True)
-        self.running_mean = np.zeros(self.num_features, dtype=self.weight.dtype)
-        self.running_var = np.ones(self.num_features, dtype=self.weight.dtype)
+        self.register_buffer("running_mean", np.zeros(self.num_features, self.weight.dtype))
+        self.register_buffer("running_var", np.ones(self.num_features, self.weight.dtype))
 
     def forward(self, x) -> Tensor:
         x = _as_tensor(x)

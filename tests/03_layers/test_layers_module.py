@@ -178,3 +178,43 @@ def test_load_state_dict_missing_and_unexpected_keys():
         Tiny().load_state_dict(state)
     with pytest.raises(KeyError, match="missing"):
         Tiny(layers=3).load_state_dict(Tiny(layers=2).state_dict())
+
+
+class Counter(Module):  # a layer with a buffer, as BatchNorm2d keeps its running statistics
+    def __init__(self):
+        self.linear = Linear(2, 2)
+        self.register_buffer("seen", np.zeros(2, dtype=np.float32))
+
+    def forward(self, x):
+        self.seen += 1.0  # learned from the data, not by gradients
+        return self.linear(x)
+
+
+def test_buffers_are_saved_and_loaded_but_are_not_parameters():
+    np.random.seed(3)
+    source = Sequential(Linear(2, 2), Counter())
+    for _ in range(3):
+        source(np.ones((1, 2), dtype=np.float32))
+    assert [name for name, _ in source.named_buffers()] == ["layers.1.seen"]
+    assert len(source.parameters()) == 4  # the optimizer never sees a buffer
+    state = source.state_dict()
+    assert list(state)[-1] == "layers.1.seen"
+    np.testing.assert_array_equal(state["layers.1.seen"], [3.0, 3.0])
+    state["layers.1.seen"][...] = -1.0  # a copy: changing it leaves the model alone
+    np.testing.assert_array_equal(source[1].seen, [3.0, 3.0])
+
+    target = Sequential(Linear(2, 2), Counter())
+    held = target[1].seen
+    target.load_state_dict(source.state_dict())
+    assert target[1].seen is held and held.dtype == np.float32  # restored in place
+    np.testing.assert_array_equal(held, [3.0, 3.0])
+
+
+def test_load_state_dict_checks_buffers_like_parameters():
+    state = Sequential(Counter()).state_dict()
+    with pytest.raises(KeyError, match=r"missing keys \['layers\.0\.seen'\]"):
+        Sequential(Counter()).load_state_dict({k: v for k, v in state.items() if "seen" not in k})
+    with pytest.raises(ShapeError, match=r"layers\.0\.seen.*\(3,\).*\(2,\)"):
+        Sequential(Counter()).load_state_dict({**state, "layers.0.seen": np.zeros(3)})
+    shared = Counter()
+    assert [name for name, _ in Sequential(shared, shared).named_buffers()] == ["layers.0.seen"]

@@ -9,7 +9,8 @@ import oracle
 import pytest
 from fdcheck import check_function
 
-from tinytorch.core.spatial import BatchNorm2d, BatchNorm2dFunction
+from tinytorch.core.layers import Sequential
+from tinytorch.core.spatial import BatchNorm2d, BatchNorm2dFunction, Conv2d
 from tinytorch.core.tensor import Tensor, precision
 
 REF = oracle.load(__file__)
@@ -54,6 +55,25 @@ def test_eval_leaves_the_running_statistics_alone():
     np.testing.assert_array_equal(norm.running_mean, before[0])
     np.testing.assert_array_equal(norm.running_var, before[1])
     assert [n for n, _ in norm.named_parameters()] == ["weight", "bias"]
+
+
+def test_a_saved_and_reloaded_model_predicts_the_same_in_eval_mode():
+    rng = np.random.default_rng(5)
+    np.random.seed(5)
+    model = Sequential(Conv2d(1, 2, 3), BatchNorm2d(2))
+    for _ in range(20):  # training-mode batches move the running statistics away from 0 and 1
+        model(rng.standard_normal((8, 1, 6, 6)) * 3 + 5)
+    state = model.state_dict()
+    assert [k for k in state if "running" in k] == ["layers.1.running_mean", "layers.1.running_var"]
+    assert len(model.parameters()) == 4  # the running statistics are buffers, not parameters
+    np.random.seed(6)
+    reloaded = Sequential(Conv2d(1, 2, 3), BatchNorm2d(2))
+    reloaded.load_state_dict(state)
+    x = rng.standard_normal((4, 1, 6, 6)) * 3 + 5
+    model.eval(), reloaded.eval()
+    np.testing.assert_array_equal(reloaded[1].running_mean, model[1].running_mean)
+    np.testing.assert_array_equal(reloaded[1].running_var, model[1].running_var)
+    np.testing.assert_array_equal(reloaded(x).data, model(x).data)
 
 
 @pytest.mark.parametrize("batch_stats", [True, False])

@@ -65,6 +65,15 @@ def test_function_matches_finite_differences(shape, out, kernel, stride, padding
     check_function(Conv2dFunction, *arrays, kwargs={"stride": stride, "padding": padding})
 
 
+def _kept_arrays(fn) -> list[tuple[str, np.ndarray]]:
+    """(attribute, array) for each array a Function saved on itself, in tuples and lists too."""
+    kept = []
+    for name, value in vars(fn).items():
+        items = value if isinstance(value, (tuple, list)) else [value]
+        kept += [(name, a) for a in items if isinstance(a, np.ndarray)]
+    return kept
+
+
 def test_only_the_weight_gradient_is_computed_when_only_it_is_needed():
     rng = np.random.default_rng(2)
     x, w = rng.standard_normal((2, 2, 5, 5)), rng.standard_normal((3, 2, 3, 3))
@@ -72,8 +81,29 @@ def test_only_the_weight_gradient_is_computed_when_only_it_is_needed():
     fn = Conv2dFunction()
     fn.needs_grad = (False, True)
     out = fn.forward(x, w, stride=(1, 1), padding=(1, 1))
+    holding = [name for name, a in _kept_arrays(fn) if np.shares_memory(a, w)]
+    assert not holding, (
+        f"Conv2dFunction.forward kept the weight (as self.{holding[0]}) although only the weight "
+        "needs a gradient; save it only when the input needs one (needs_grad[0])"
+    )
     gx, gw = fn.backward(np.ones_like(out))
-    assert gx is None and gw.shape == w.shape and fn.flat is None
+    assert gx is None and gw.shape == w.shape
+
+
+def test_only_the_input_gradient_keeps_no_im2col_matrix():
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((2, 2, 5, 5)), rng.standard_normal((3, 2, 3, 3))
+    fn = Conv2dFunction()
+    fn.needs_grad = (True, False)
+    out = fn.forward(x, w, stride=(1, 1), padding=(1, 1))
+    cols = im2col(x, (3, 3), (1, 1), (1, 1)).size  # 50 rows of 18: larger than x and w together
+    large = [name for name, a in _kept_arrays(fn) if a.size >= cols]
+    assert not large, (
+        f"Conv2dFunction.forward kept an im2col-sized array (self.{large[0]}) although the weight "
+        "needs no gradient; save cols only when the weight needs one (needs_grad[1])"
+    )
+    gx, gw = fn.backward(np.ones_like(out))
+    assert gx.shape == x.shape and gw is None
 
 
 def test_stacked_layers_through_the_engine_match_finite_differences():

@@ -106,28 +106,59 @@ class Module:
     def num_parameters(self) -> int:
         return sum(p.size for p in self.parameters())
 
+    buffer_names: tuple[str, ...] = ()  # a class default, like `training`
+
+    def register_buffer(self, name: str, value) -> None:
+        """Keep the array `value` as attribute `name`, saved and loaded with the parameters."""
+        self.buffer_names = (*(n for n in self.buffer_names if n != name), name)
+        setattr(self, name, np.asarray(value))
+
+    def named_buffers(self) -> Iterator[tuple[str, np.ndarray]]:
+        """(dotted name, array) for every registered buffer here and below, each module once."""
+        seen: set[int] = set()
+
+        def walk(module, prefix):
+            seen.add(id(module))
+            for name in module.buffer_names:
+                yield prefix + name, getattr(module, name)
+            for name, value in module.children():
+                if isinstance(value, Module) and id(value) not in seen:
+                    yield from walk(value, f"{prefix}{name}.")
+
+        yield from walk(self, "")
+
     def state_dict(self) -> dict[str, np.ndarray]:
-        """{dotted name: a copy of the parameter's values}."""
-        return {name: p.data.copy() for name, p in self.named_parameters()}
+        """{dotted name: a copy of the values}: every parameter, then every buffer."""
+        state = {name: p.data.copy() for name, p in self.named_parameters()}
+        state.update((name, np.array(b, copy=True)) for name, b in self.named_buffers())
+        return state
 
     def load_state_dict(self, state: dict) -> None:
-        """Copy saved values into the parameters (in place); names and shapes must match."""
-        params = dict(self.named_parameters())
-        missing = sorted(set(params) - set(state))
-        unexpected = sorted(set(state) - set(params))
+        """Copy saved values into the parameters and buffers (in place); names and shapes must
+        match."""
+        params, buffers = dict(self.named_parameters()), dict(self.named_buffers())
+        missing = sorted((set(params) | set(buffers)) - set(state))
+        unexpected = sorted(set(state) - set(params) - set(buffers))
         if missing or unexpected:
             raise KeyError(
                 f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}; "
                 f"the saved weights belong to a different architecture than {type(self).__name__}"
             )
-        for name, p in params.items():
+
+        def saved(name, shape):
             value = np.asarray(state[name])
-            if value.shape != p.shape:
+            if value.shape != shape:
                 raise ShapeError(
                     f"load_state_dict: '{name}' has shape {value.shape} in the saved weights but "
-                    f"{p.shape} in the model; build the model with the same sizes"
+                    f"{shape} in the model; build the model with the same sizes"
                 )
+            return value
+
+        for name, p in params.items():
+            value = saved(name, p.shape)
             np.copyto(p.data, value, casting="unsafe")
+        for name, buffer in buffers.items():
+            np.copyto(buffer, saved(name, buffer.shape), casting="unsafe")
 
     def __repr__(self):
         return f"{type(self).__name__}({self.num_parameters()} parameters)"

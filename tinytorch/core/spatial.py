@@ -283,8 +283,8 @@ class BatchNorm2d(Module):
         self.eps, self.momentum = float(eps), float(momentum)
         self.weight = Tensor(np.ones(self.num_features), requires_grad=True)
         self.bias = Tensor(np.zeros(self.num_features), requires_grad=True)
-        self.running_mean = np.zeros(self.num_features, dtype=self.weight.dtype)
-        self.running_var = np.ones(self.num_features, dtype=self.weight.dtype)
+        self.register_buffer("running_mean", np.zeros(self.num_features, self.weight.dtype))
+        self.register_buffer("running_var", np.ones(self.num_features, self.weight.dtype))
 
     def forward(self, x) -> Tensor:
         x = _as_tensor(x)
