@@ -95,6 +95,12 @@ def _mask_array(mask, scores_shape: tuple, dtype, hint: str = "") -> np.ndarray 
 #
 # `padding_mask(lengths, seq_len)` blocks, for each batch row b, the keys at positions
 # `lengths[b]` and later. Its shape `(B, 1, 1, T)` broadcasts over heads and queries.
+#
+# Both masks are **float32** arrays, the dtype of the package's tensors. The course's formula
+# above gives float64 (`np.ones` does), so build the matrix as float32 (`np.full(shape, -np.inf,
+# dtype=np.float32)`, or `.astype(np.float32)`). Attention casts a mask to the scores' dtype, so
+# the values would not change; but `scores + mask` in plain numpy, with float32 scores and a
+# float64 mask, gives float64 scores at twice the memory.
 
 
 # %% nbgrader={"grade": false, "grade_id": "masks", "locked": false, "schema_version": 3, "solution": true, "task": false}

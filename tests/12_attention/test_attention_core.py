@@ -3,7 +3,7 @@
 import numpy as np
 import oracle
 import pytest
-from fdcheck import check_graph
+from fdcheck import check_graph, wrong_values
 
 from tinytorch.core.attention import (
     causal_mask,
@@ -22,9 +22,21 @@ def _qkv(rng, shape_q, shape_k, dv=None):
     )
 
 
+def test_causal_and_padding_masks_are_float32():
+    masks = {
+        "causal_mask(4)": causal_mask(4),
+        "causal_mask(2, past_len=3)": causal_mask(2, past_len=3),
+        "padding_mask([3, 1], 4)": padding_mask([3, 1], 4),
+    }
+    wrong = [f"{call} is {mask.dtype}" for call, mask in masks.items() if mask.dtype != np.float32]
+    assert not wrong, (
+        f"{', '.join(wrong)}; the lesson asks for float32 masks: build them with "
+        "dtype=np.float32 (np.ones gives float64)"
+    )
+
+
 def test_causal_and_padding_masks_have_the_documented_values():
     np.testing.assert_array_equal(causal_mask(4), np.triu(np.ones((4, 4)) * -np.inf, k=1))
-    assert causal_mask(4).dtype == np.float32
     # with 2 cached positions, new query i sits at position 2 + i
     want = np.array([[0, 0, 0, -np.inf], [0, 0, 0, 0]])
     np.testing.assert_array_equal(causal_mask(2, past_len=2), want)
@@ -35,6 +47,14 @@ def test_causal_and_padding_masks_have_the_documented_values():
     )
     with pytest.raises(ValueError, match=r"\[0, 4\]"):
         padding_mask([5, 1], 4)
+
+
+def _nonzero(a) -> int:
+    return int(np.count_nonzero(a))
+
+
+def _not_finite(a) -> int:
+    return int(np.size(a) - np.count_nonzero(np.isfinite(a)))
 
 
 def _sdpa_output(mask):
@@ -79,11 +99,17 @@ def test_parity_with_torch_sdpa(masking):
     out, weights = scaled_dot_product_attention(*tensors, mask=mask)
     out.backward(case["upstream"])
     want = [case["out"], case["grad_q"], case["grad_k"], case["grad_v"]]
-    assert out.dtype == np.float32 and all(t.grad.dtype == np.float32 for t in tensors)
+    dtypes = [out.dtype] + [t.grad.dtype for t in tensors]
+    assert dtypes == [np.float32] * 4, "float32 inputs must give float32 outputs and gradients"
     got = [out.data] + [t.grad for t in tensors]
-    errors = [float(np.abs(g - w).max()) for g, w in zip(got, want)]
-    assert max(errors) < 2e-5, errors
-    np.testing.assert_allclose(weights.data.sum(-1), 1.0, rtol=1e-5)
+    names = ["the output", "the gradient of q", "the gradient of k", "the gradient of v"]
+    for g, w, name in zip(got, want, names):
+        referee = "torch's scaled_dot_product_attention"
+        wrong_values(g, w, name, rtol=0.0, atol=2e-5, referee=referee)
+    sums = weights.data.sum(-1)
+    wrong_values(
+        sums, np.ones_like(sums), "the sum of each row of the weights", 1e-5, 0.0, None, "1"
+    )
 
 
 def test_fully_masked_rows_give_zeros_and_finite_gradients():
@@ -93,14 +119,16 @@ def test_fully_masked_rows_give_zeros_and_finite_gradients():
     mask[0, 1] = -np.inf  # query 1 of batch 0 may see nothing
     mask[1] = -np.inf  # batch 1 sees nothing at all
     out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
-    assert np.isfinite(out.data).all() and np.isfinite(weights.data).all()
-    assert np.all(out.data[0, 1] == 0) and np.all(weights.data[0, 1] == 0)
-    assert np.all(out.data[1] == 0)
+    bad = _not_finite(out.data) + _not_finite(weights.data)
+    assert bad == 0, f"{bad} values of the output and weights are nan or inf (0/0 of a masked row)"
+    nonzero = _nonzero(out.data[0, 1]) + _nonzero(weights.data[0, 1]) + _nonzero(out.data[1])
+    assert nonzero == 0, "a query that may see no key must get zero weights and a zero output"
     np.testing.assert_allclose(weights.data[0, [0, 2]].sum(-1), 1.0, rtol=1e-6)
     out.sum().backward()
-    for t in (q, k, v):
-        assert np.isfinite(t.grad).all()
-    assert np.all(q.grad[0, 1] == 0) and np.all(k.grad[1] == 0) and np.all(v.grad[1] == 0)
+    bad = sum(_not_finite(t.grad) for t in (q, k, v))
+    assert bad == 0, f"{bad} gradient values of q, k and v are nan or inf"
+    nonzero = _nonzero(q.grad[0, 1]) + _nonzero(k.grad[1]) + _nonzero(v.grad[1])
+    assert nonzero == 0, "fully masked rows must pass no gradient back to q, k or v"
 
 
 def test_weights_depend_on_keys_and_mask_blocks_exactly():
@@ -110,9 +138,11 @@ def test_weights_depend_on_keys_and_mask_blocks_exactly():
     k2 = k.copy()
     k2[0, 2] += 3.0 * q[0, 0]  # key 2 now matches query 0 much better
     _, after = scaled_dot_product_attention(q, k2, v)
-    assert after.data[0, 0, 2] > before.data[0, 0, 2] + 0.1
+    gain = float(after.data[0, 0, 2] - before.data[0, 0, 2])
+    assert gain > 0.1, "a key that matches the query better must get more weight"
     _, causal = scaled_dot_product_attention(q, k, v, mask=causal_mask(4))
-    assert np.all(causal.data[0][np.triu_indices(4, 1)] == 0)
+    leaked = _nonzero(causal.data[0][np.triu_indices(4, 1)])
+    assert leaked == 0, f"{leaked} weights above the diagonal are not zero under causal_mask"
 
 
 def test_causal_outputs_ignore_the_future():
@@ -125,14 +155,16 @@ def test_causal_outputs_ignore_the_future():
             a[:, t + 1 :] = rng.standard_normal(a[:, t + 1 :].shape)
         second, _ = scaled_dot_product_attention(q2, k2, v2, mask=causal_mask(6))
         np.testing.assert_array_equal(first.data[:, : t + 1], second.data[:, : t + 1])
-        assert not np.allclose(first.data[:, t + 1 :], second.data[:, t + 1 :])
+        moved = not np.allclose(first.data[:, t + 1 :], second.data[:, t + 1 :])
+        assert moved, f"changing positions {t + 1}.. left their own outputs unchanged"
 
 
 def test_dtype_follows_inputs():
     rng = np.random.default_rng(7)
     q, k, v = (a.astype(np.float32) for a in _qkv(rng, (2, 3, 4), (2, 3, 4)))
     out, weights = scaled_dot_product_attention(q, k, v, mask=causal_mask(3))
-    assert out.dtype == np.float32 and weights.dtype == np.float32
+    dtypes = (out.dtype, weights.dtype)
+    assert dtypes == (np.float32, np.float32), "float32 inputs must give float32 out and weights"
 
 
 def test_shape_and_mask_errors_are_one_clear_line():

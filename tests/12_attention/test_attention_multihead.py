@@ -7,7 +7,7 @@ in torch_reference.npz (tests/torch_oracle/m12_attention.py).
 import numpy as np
 import oracle
 import pytest
-from fdcheck import check_graph
+from fdcheck import check_graph, wrong_values
 
 from tinytorch.core.attention import (
     MultiHeadAttention,
@@ -29,13 +29,28 @@ def _load(attn, case):
         p.data[...] = case[name]
 
 
-def _torch_grads(attn, case):
-    """Our parameter gradients next to torch's, in our (in, out) layout."""
-    return [(p.grad, case[f"grad.{name}"]) for name, p in attn.named_parameters()]
+TORCH = "torch.nn.MultiheadAttention's"
+AFTER_THE_WEIGHTS = (
+    "the attention weights match torch's, so the slip comes after them: _merge_heads "
+    "(B, H, T, D) -> (B, T, H, D) -> (B, T, E), or out_proj"
+)
 
 
-def _max_error(pairs):
-    return max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in pairs)
+def _matches_torch(got, want, what: str, tol: float, blame=None, then: str = "") -> None:
+    """One line naming what differs from torch and by how much (no arrays printed)."""
+    wrong_values(got, want, what, rtol=0.0, atol=tol, blame=blame, referee=TORCH, then=then)
+
+
+def _check_output(out, case, weights_checked: bool) -> None:
+    then = AFTER_THE_WEIGHTS if weights_checked else ""
+    blame = MultiHeadAttention._merge_heads if weights_checked else None
+    _matches_torch(out.data, case["out"], "MultiHeadAttention's output", 1e-5, blame, then)
+
+
+def _check_parameter_grads(attn, case, tol: float) -> None:
+    """Each parameter's gradient against torch's, in our (in, out) layout."""
+    for name, p in attn.named_parameters():
+        _matches_torch(p.grad, case[f"grad.{name}"], f"the gradient of {name}", tol)
 
 
 def test_bad_head_count_is_rejected_at_construction():
@@ -98,11 +113,15 @@ def test_self_attention_parity_with_torch(masking):
     out = attn(xt, mask)
     out.backward(case["upstream"])
 
-    assert out.dtype == np.float32 and xt.grad.dtype == np.float32
-    assert _max_error([(out.data, case["out"])]) < 1e-5
-    assert _max_error([(attn.last_attention, case["attention"])]) < 1e-6
-    assert _max_error([(xt.grad, case["grad_x"])]) < 1e-5
-    assert _max_error(_torch_grads(attn, case)) < 5e-5
+    dtypes = (out.dtype, xt.grad.dtype)
+    assert dtypes == (np.float32, np.float32), "float32 inputs must give float32 outputs and grads"
+    weights = "last_attention (the softmax weights of every head)"
+    _matches_torch(
+        attn.last_attention, case["attention"], weights, 1e-6, MultiHeadAttention.forward
+    )
+    _check_output(out, case, weights_checked=True)
+    _matches_torch(xt.grad, case["grad_x"], "the gradient of the input x", 1e-5)
+    _check_parameter_grads(attn, case, 5e-5)
 
 
 def test_cross_attention_parity_with_torch_and_no_bias():
@@ -114,10 +133,12 @@ def test_cross_attention_parity_with_torch_and_no_bias():
     out = attn(xt, key=mt, value=mt, mask=padding_mask([7, 3], 7))
     out.backward(case["upstream"])
 
-    assert out.shape == (2, 4, 8) and attn.last_attention.shape == (2, 2, 4, 7)
-    assert _max_error([(out.data, case["out"])]) < 1e-5
-    assert _max_error([(xt.grad, case["grad_x"]), (mt.grad, case["grad_memory"])]) < 1e-5
-    assert _max_error(_torch_grads(attn, case)) < 5e-5
+    shapes = (out.shape, attn.last_attention.shape)
+    assert shapes == ((2, 4, 8), (2, 2, 4, 7)), "(output, last_attention) shapes"
+    _check_output(out, case, weights_checked=False)
+    _matches_torch(xt.grad, case["grad_x"], "the gradient of the queries' input x", 1e-5)
+    _matches_torch(mt.grad, case["grad_memory"], "the gradient of the memory (key and value)", 1e-5)
+    _check_parameter_grads(attn, case, 5e-5)
 
 
 def test_causality_of_the_whole_layer():
@@ -130,7 +151,8 @@ def test_causality_of_the_whole_layer():
         changed[:, t + 1 :] += 5.0
         second = attn(changed, causal_mask(7)).data
         np.testing.assert_allclose(first[:, : t + 1], second[:, : t + 1], atol=1e-6)
-        assert not np.allclose(first[:, t + 1 :], second[:, t + 1 :], atol=1e-3)
+        moved = not np.allclose(first[:, t + 1 :], second[:, t + 1 :], atol=1e-3)
+        assert moved, f"changing positions {t + 1}.. left their own outputs unchanged"
 
 
 def test_weights_change_when_keys_change():
@@ -142,7 +164,8 @@ def test_weights_change_when_keys_change():
     before = attn.last_attention.copy()
     memory[0, 1] += 2.0
     attn(x, key=memory)
-    assert np.abs(attn.last_attention - before).max() > 1e-3
+    change = float(np.abs(attn.last_attention - before).max())
+    assert change > 1e-3, "last_attention did not follow a change of the keys"
     np.testing.assert_allclose(attn.last_attention.sum(-1), 1.0, rtol=1e-5)
 
 
@@ -163,7 +186,8 @@ def test_seed_style_positional_mask_tensor():
     attn = MultiHeadAttention(8, 2)
     mask = Tensor(np.triu(np.ones((4, 4)) * -np.inf, k=1))
     attn(Tensor(np.ones((1, 4, 8))), mask)
-    assert np.all(attn.last_attention[0, :, 0, 1:] == 0)
+    leaked = int(np.count_nonzero(attn.last_attention[0, :, 0, 1:]))
+    assert leaked == 0, "query 0 gave weight to later keys through a Tensor mask"
 
 
 def test_plot_attention_writes_pngs(tmp_path):
