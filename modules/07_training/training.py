@@ -91,7 +91,9 @@ def clip_grad_norm(params, max_norm: float) -> float:
 # - `min_lr + (max_lr - min_lr) * (1 + cos(pi * (s - W) / (T - W))) / 2` for `W <= s < T`;
 # - `min_lr` from step `T` on.
 #
-# Assign it before each step: `optimizer.lr = schedule(step)`.
+# `step` is the number of optimizer steps already taken: assign `optimizer.lr = schedule(step)`
+# before each `optimizer.step()`, so the first step uses `schedule(0)`. That is `max_lr / W` with
+# a warmup, not `max_lr`; with `W = 0` it is `max_lr`.
 
 
 # %% nbgrader={"grade": false, "grade_id": "schedule", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -147,6 +149,11 @@ class CosineSchedule:
 # goes on with the fix, e.g. ". Lower the learning rate or clip gradients (max_norm=1.0)".
 #
 # `Trainer` bundles a model, loss, optimizer and optional schedule and clipping, and counts steps.
+# `Trainer.step(x, y)` does, in this order: set `self.optimizer.lr = self.schedule(self.step_count)`
+# (when there is a schedule), put the model in training mode, run `train_step`, then add one to
+# `self.step_count` and append the loss to `self.history`. So `step_count` counts finished steps,
+# the first batch trains at `schedule(0)`, and a run resumed from a checkpoint continues at
+# `schedule(step_count)`, the rate the next step would have had.
 #
 # Both take an optional `backward`, for a step whose forward and backward run elsewhere (module
 # 18's `DataParallel.backward` splits the batch over threads): `backward(loss_fn, x, y)` leaves

@@ -11,6 +11,18 @@ from tito.curriculum.paths import PACKAGE_ROOT
 
 # (module, what a check enforces, the lesson's words that state it)
 STATED = [
+    (3, 'self.register_buffer("seen"',
+     "`state_dict()` saves it and `load_state_dict()` restores it"),
+    (7, "assert seen == [schedule(s) for s in range(6)]",
+     "set `self.optimizer.lr = self.schedule(self.step_count)`"),
+    (7, "assert seen == [schedule(s) for s in range(6)]",
+     "then add one to `self.step_count`"),
+    (9, "more than one value per channel",
+     'says the layer needs "more than one value per channel"'),
+    (9, "np.shares_memory(a, w)", "nothing there holds the weight when only the weight needs"),
+    (9, "a.size >= cols", "nothing the size of `cols` when only the input does"),
+    (9, "layers.1.running_mean", "`state_dict()` saves them and `load_state_dict()` restores them"),
+    (12, "the lesson asks for float32 masks", "Both masks are **float32** arrays"),
     (7, "loss is nan; the weights were not updated",
      '`f"the loss is {value}; the weights were not updated"`'),
     (7, "[0.6, 0.0, 0.8]", "scale every gradient by the same factor so the length is `max_norm`"),
