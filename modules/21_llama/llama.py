@@ -55,7 +55,7 @@ from tinytorch.core.attention import causal_mask, check_heads, scaled_dot_produc
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding
 from tinytorch.core.layers import Linear, Module
-from tinytorch.core.tensor import ShapeError, Tensor
+from tinytorch.core.tensor import Function, ShapeError, Tensor, is_grad_enabled
 from tinytorch.memo.kvcache import KVCache
 from tinytorch.models.decoding import _check_generate_args, sampling_loop
 from tinytorch.models.llama_weights import ours_from_torch, spelling
@@ -85,8 +85,12 @@ def _tensor(x) -> Tensor:
 # $$y = w \odot \frac{x}{\mathrm{rms}(x)}, \qquad \mathrm{rms}(x) = \sqrt{\tfrac1C \textstyle\sum_i x_i^2 + \epsilon}$$
 #
 # One reduction instead of two, no `beta`. Write it as one `Function` with its backward (as
-# module 02's activations are). With `r = 1 / rms(x)` and `n = x r`, the chain rule gives, per
-# position, for the upstream gradient `g`:
+# module 02's activations are). `forward` gets the inputs' numpy arrays (keywords such as `eps`
+# as given) and returns an array; `backward(grad)` returns a tuple with one gradient per array
+# input of `forward`, in order, even when there is only one: `(dx, dw)` here, `(dx,)` for SiLU
+# and the rotation. A bare array is not a 1-tuple: the engine would pair its first row with the
+# input. With `r = 1 / rms(x)` and `n = x r`, the chain rule gives, per position, for the
+# upstream gradient `g`:
 #
 # ```
 # dL/dw = g * n                                (the engine sums it over batch and positions)
@@ -111,6 +115,7 @@ class RMSNormFunction(Function):
         ### END SOLUTION
 
     def backward(self, grad):
+        """The tuple (dx, dweight), each of the output's shape (the engine sums dweight)."""
         ### BEGIN SOLUTION
         gn = grad * self.weight  # the gradient reaching the normalised values
         inner = (gn * self.normed).mean(axis=-1, keepdims=True)  # (..., 1)
@@ -124,6 +129,10 @@ class RMSNorm(Module):
     def __init__(self, dim: int, eps: float = 1e-5):
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
             raise ValueError(f"RMSNorm: dim must be a positive integer, got {dim!r}")
+        if not eps >= 0:  # NaN too
+            raise ValueError(
+                f"RMSNorm: eps must be >= 0 (it is added to the mean square), got {eps!r}"
+            )
         self.dim, self.eps = int(dim), float(eps)
         self.weight = Tensor(np.ones(self.dim), requires_grad=True)  # scale, starts at 1
 
@@ -191,6 +200,7 @@ class RotaryFunction(Function):
         ### END SOLUTION
 
     def backward(self, grad):
+        """The tuple (dx,): one input array, x (cos and sin are keywords, not inputs)."""
         ### BEGIN SOLUTION
         even, odd = grad[..., 0::2], grad[..., 1::2]
         out = np.empty_like(grad)
@@ -209,6 +219,8 @@ class RotaryEmbedding(Module):
                 f"rotary positions turn pairs of features, so head_dim must be even, got "
                 f"{head_dim!r}; choose embed_dim and num_heads with an even embed_dim // num_heads"
             )
+        if not (theta > 0 and np.isfinite(theta)):
+            raise ValueError(f"rotary positions need a positive base theta, got {theta!r}")
         self.head_dim, self.max_seq_len, self.theta = int(head_dim), int(max_seq_len), theta
         angles = rotary_angles(self.head_dim, np.arange(self.max_seq_len), theta)
         self.cos, self.sin = np.cos(angles), np.sin(angles)  # (max_seq_len, D/2), float64
@@ -261,6 +273,7 @@ class SiLUFunction(Function):
         ### END SOLUTION
 
     def backward(self, grad):
+        """The tuple (dx,), a 1-tuple for the one input."""
         ### BEGIN SOLUTION
         return (grad * self.s * (1 + self.x * (1 - self.s)),)
         ### END SOLUTION
@@ -291,6 +304,10 @@ class SwiGLU(Module):
 
     def __init__(self, embed_dim: int, hidden_dim: int | None = None, multiple_of: int = 256):
         if hidden_dim is None:
+            if not isinstance(multiple_of, (int, np.integer)) or multiple_of < 1:
+                raise ValueError(
+                    f"SwiGLU: multiple_of must be a positive integer, got {multiple_of!r}"
+                )
             hidden_dim = llama_hidden_dim(embed_dim, multiple_of)
         self.w1 = Linear(embed_dim, hidden_dim, bias=False)  # the gate, through SiLU
         self.w3 = Linear(embed_dim, hidden_dim, bias=False)  # the value it gates
@@ -347,7 +364,9 @@ class GroupedQueryAttention(Module):
     """Attention with rotary q and k; `num_kv_heads` key/value heads shared by groups.
 
     Causal only through the caller's mask, as module 12's MultiHeadAttention: `Llama.forward`
-    passes module 12's `causal_mask`; with `mask=None` every position sees every other.
+    passes module 12's `causal_mask`; with `mask=None` every position sees every other. A
+    `cache` (module 17) holds keys and values as arrays, for inference: no gradient reaches
+    k_proj and v_proj through them (`Llama.forward` refuses a backward through its caches).
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
@@ -440,6 +459,20 @@ class LlamaConfig:
     norm_eps: float = 1e-5
     tie_weights: bool = False  # Llama 2 and 3 keep their own output projection
 
+    def __post_init__(self):
+        """One clear ValueError for a setting that would give NaNs or divide by zero."""
+        if not (self.rope_theta > 0 and np.isfinite(self.rope_theta)):
+            raise ValueError(
+                f"Llama: rope_theta must be a positive number, got {self.rope_theta!r}"
+            )
+        if not self.norm_eps >= 0:
+            raise ValueError(f"Llama: norm_eps must be >= 0, got {self.norm_eps!r}")
+        for name, value in (("multiple_of", self.multiple_of), ("hidden_dim", self.hidden_dim)):
+            if name == "hidden_dim" and value is None:  # None: Llama's rule gives the width
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"Llama: {name} must be a positive integer, got {value!r}")
+
 
 def llama_config(name: str, **changes) -> LlamaConfig:
     """A preset of module 13's one table (`PRESETS`) with Llama's parts, and `changes`."""
@@ -464,6 +497,20 @@ def init_llama_weights(model: Module, num_layers: int, std: float = 0.02) -> Non
             continue
         rng.standard_normal(out=p.data, dtype=p.dtype)
         p.data *= residual_std if name.endswith(("out_proj.weight", "w2.weight")) else std
+
+
+class _InferenceOnly(Function):
+    """The logits of a cached forward, unchanged (the parameters only make them a graph node);
+    a backward through them raises instead of leaving k_proj and v_proj without gradient."""
+
+    def forward(self, logits, *parameters):
+        return logits
+
+    def backward(self, grad):
+        raise RuntimeError(
+            "backward() through Llama.forward(tokens, caches): the KV caches hold keys and values "
+            "as arrays, for inference; train on forward(tokens) without caches"
+        )
 
 
 # %% nbgrader={"grade": false, "grade_id": "model", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -531,7 +578,20 @@ class Llama(Module):
         return [KVCache(max_len=self.max_seq_len) for _ in self.blocks]
 
     def forward(self, tokens, caches: list[KVCache] | None = None) -> Tensor:
-        """Logits (B, T, vocab_size); with `caches`, the tokens continue the cached positions."""
+        """Logits (B, T, vocab_size); with `caches`, the tokens continue the cached positions.
+
+        Caches are for inference: they keep earlier keys and values as arrays, so no gradient
+        could reach k_proj and v_proj through them; a backward through such logits raises.
+        """
+        if caches is not None and len(caches) != len(self.blocks):
+            raise ShapeError(
+                f"Llama.forward got {len(caches)} caches for {len(self.blocks)} blocks; pass "
+                "one per block, as new_caches() gives"
+            )
+        if caches is not None and is_grad_enabled():  # the values, and a backward that refuses
+            with no_grad():
+                logits = self.forward(tokens, caches)
+            return _InferenceOnly.apply(logits, *self.parameters())
         ids = token_ids_2d(tokens, self.vocab_size)
         steps = ids.shape[1]
         start = 0 if caches is None else len(caches[0])

@@ -1,5 +1,7 @@
 """Grouped-query attention and the Llama: causality, the KV cache, generation, sizes, errors."""
 
+import re
+
 import numpy as np
 import pytest
 from fdcheck import check_graph
@@ -10,8 +12,9 @@ from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import ShapeError, Tensor
 from tinytorch.memo.kvcache import cache_bytes, kv_cache_bytes
-from tinytorch.models.llama import GroupedQueryAttention, Llama, LlamaConfig
+from tinytorch.models.llama import GroupedQueryAttention, Llama, LlamaConfig, llama_config
 from tinytorch.models.transformer import PRESETS
+from tinytorch.nn.llama import RMSNorm, SwiGLU
 
 
 def small_llama(**changes):
@@ -85,6 +88,27 @@ def test_attention_is_causal_through_the_callers_mask_only(rng):
     assert (np.abs(unmasked[0][:, :5] - unmasked[1][:, :5]) > 1e-6).all(axis=-1).all()
 
 
+def test_settings_that_would_give_nans_are_one_clear_error_at_config_time():
+    for changes, message in (
+        ({"rope_theta": 0}, "rope_theta must be a positive number, got 0"),
+        ({"rope_theta": -1.0}, "rope_theta must be a positive number, got -1.0"),
+        ({"norm_eps": -1e-5}, "norm_eps must be >= 0, got -1e-05"),
+        ({"multiple_of": 0}, "multiple_of must be a positive integer, got 0"),
+        ({"hidden_dim": 0}, "hidden_dim must be a positive integer, got 0"),
+    ):
+        with pytest.raises(ValueError, match=f"^Llama: {re.escape(message)}$"):
+            Llama(10, 16, 1, 4, **changes)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            llama_config("nano", **changes)
+    with pytest.raises(ValueError, match="positive base theta, got 0"):
+        GroupedQueryAttention(16, 4, rope_theta=0)
+    with pytest.raises(ValueError, match="eps must be >= 0"):
+        RMSNorm(4, eps=-1)
+    with pytest.raises(ValueError, match="multiple_of must be a positive integer, got 0"):
+        SwiGLU(8, multiple_of=0)
+    assert Llama(10, 16, 1, 4, norm_eps=0.0).config.norm_eps == 0.0  # no eps is allowed
+
+
 def test_wrong_kv_head_counts_are_one_clear_error():
     with pytest.raises(
         ValueError, match=r"num_kv_heads=3 does not divide num_heads=4.*\[1, 2, 4\]"
@@ -120,6 +144,36 @@ def test_cached_forward_equals_the_full_forward(rng):
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-4, atol=1e-4)
     with pytest.raises(ShapeError, match="8 cached \\+ 1 new positions exceed max_seq_len=8"):
         model(tokens[:, :1], caches)
+
+
+def test_a_cache_for_each_block_or_one_clear_error(rng):
+    model = small_llama()  # 2 blocks
+    tokens = rng.integers(0, 20, (1, 4))
+    for caches in (model.new_caches()[:1], model.new_caches() + model.new_caches()[:1], []):
+        with pytest.raises(ShapeError, match=f"^Llama.forward got {len(caches)} caches for 2 "):
+            with no_grad():
+                model(tokens, caches)
+
+
+def test_caches_are_for_inference_and_a_backward_through_them_says_so(rng):
+    """Module 17's caches keep keys and values as arrays: no gradient reaches k_proj or v_proj
+    through them, so the logits of a cached forward refuse a backward instead of training
+    half the attention."""
+    model = small_llama()
+    tokens = rng.integers(0, 20, (2, 6))
+    with no_grad():
+        want = model(tokens).data
+    caches = model.new_caches()
+    first = model(tokens[:, :3], caches)  # gradients on: the values are the same
+    logits = model(tokens[:, 3:], caches)
+    np.testing.assert_allclose(np.concatenate([first.data, logits.data], axis=1), want,
+                               rtol=1e-4, atol=1e-4)  # fmt: skip
+    loss = cross_entropy(logits, rng.integers(0, 20, (2, 3)))
+    with pytest.raises(RuntimeError, match=r"^backward\(\) through Llama\.forward\(tokens, caches"):
+        loss.backward()
+    assert all(p.grad is None for p in model.parameters())
+    cross_entropy(model(tokens), rng.integers(0, 20, (2, 6))).backward()  # no caches: trains
+    assert all(p.grad is not None for p in model.parameters())
 
 
 @pytest.mark.parametrize("kv_heads", [1, 4])

@@ -17,7 +17,7 @@ from tinytorch.core.attention import causal_mask, check_heads, scaled_dot_produc
 from tinytorch.core.autograd import no_grad
 from tinytorch.core.embeddings import Embedding
 from tinytorch.core.layers import Linear, Module
-from tinytorch.core.tensor import ShapeError, Tensor
+from tinytorch.core.tensor import Function, ShapeError, Tensor, is_grad_enabled
 from tinytorch.memo.kvcache import KVCache
 from tinytorch.models.decoding import _check_generate_args, sampling_loop
 from tinytorch.models.llama_weights import ours_from_torch, spelling
@@ -43,7 +43,9 @@ class GroupedQueryAttention(Module):
     """Attention with rotary q and k; `num_kv_heads` key/value heads shared by groups.
 
     Causal only through the caller's mask, as module 12's MultiHeadAttention: `Llama.forward`
-    passes module 12's `causal_mask`; with `mask=None` every position sees every other.
+    passes module 12's `causal_mask`; with `mask=None` every position sees every other. A
+    `cache` (module 17) holds keys and values as arrays, for inference: no gradient reaches
+    k_proj and v_proj through them (`Llama.forward` refuses a backward through its caches).
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
@@ -111,6 +113,20 @@ class LlamaConfig:
     norm_eps: float = 1e-5
     tie_weights: bool = False  # Llama 2 and 3 keep their own output projection
 
+    def __post_init__(self):
+        """One clear ValueError for a setting that would give NaNs or divide by zero."""
+        if not (self.rope_theta > 0 and np.isfinite(self.rope_theta)):
+            raise ValueError(
+                f"Llama: rope_theta must be a positive number, got {self.rope_theta!r}"
+            )
+        if not self.norm_eps >= 0:
+            raise ValueError(f"Llama: norm_eps must be >= 0, got {self.norm_eps!r}")
+        for name, value in (("multiple_of", self.multiple_of), ("hidden_dim", self.hidden_dim)):
+            if name == "hidden_dim" and value is None:  # None: Llama's rule gives the width
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"Llama: {name} must be a positive integer, got {value!r}")
+
 
 def llama_config(name: str, **changes) -> LlamaConfig:
     """A preset of module 13's one table (`PRESETS`) with Llama's parts, and `changes`."""
@@ -135,6 +151,20 @@ def init_llama_weights(model: Module, num_layers: int, std: float = 0.02) -> Non
             continue
         rng.standard_normal(out=p.data, dtype=p.dtype)
         p.data *= residual_std if name.endswith(("out_proj.weight", "w2.weight")) else std
+
+
+class _InferenceOnly(Function):
+    """The logits of a cached forward, unchanged (the parameters only make them a graph node);
+    a backward through them raises instead of leaving k_proj and v_proj without gradient."""
+
+    def forward(self, logits, *parameters):
+        return logits
+
+    def backward(self, grad):
+        raise RuntimeError(
+            "backward() through Llama.forward(tokens, caches): the KV caches hold keys and values "
+            "as arrays, for inference; train on forward(tokens) without caches"
+        )
 
 
 class LlamaBlock(Module):
@@ -198,7 +228,20 @@ class Llama(Module):
         return [KVCache(max_len=self.max_seq_len) for _ in self.blocks]
 
     def forward(self, tokens, caches: list[KVCache] | None = None) -> Tensor:
-        """Logits (B, T, vocab_size); with `caches`, the tokens continue the cached positions."""
+        """Logits (B, T, vocab_size); with `caches`, the tokens continue the cached positions.
+
+        Caches are for inference: they keep earlier keys and values as arrays, so no gradient
+        could reach k_proj and v_proj through them; a backward through such logits raises.
+        """
+        if caches is not None and len(caches) != len(self.blocks):
+            raise ShapeError(
+                f"Llama.forward got {len(caches)} caches for {len(self.blocks)} blocks; pass "
+                "one per block, as new_caches() gives"
+            )
+        if caches is not None and is_grad_enabled():  # the values, and a backward that refuses
+            with no_grad():
+                logits = self.forward(tokens, caches)
+            return _InferenceOnly.apply(logits, *self.parameters())
         ids = token_ids_2d(tokens, self.vocab_size)
         steps = ids.shape[1]
         start = 0 if caches is None else len(caches[0])

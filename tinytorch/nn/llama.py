@@ -27,6 +27,7 @@ class RMSNormFunction(Function):
         return self.normed * weight
 
     def backward(self, grad):
+        """The tuple (dx, dweight), each of the output's shape (the engine sums dweight)."""
         gn = grad * self.weight  # the gradient reaching the normalised values
         inner = (gn * self.normed).mean(axis=-1, keepdims=True)  # (..., 1)
         return self.inv_rms * (gn - self.normed * inner), grad * self.normed
@@ -38,6 +39,10 @@ class RMSNorm(Module):
     def __init__(self, dim: int, eps: float = 1e-5):
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
             raise ValueError(f"RMSNorm: dim must be a positive integer, got {dim!r}")
+        if not eps >= 0:  # NaN too
+            raise ValueError(
+                f"RMSNorm: eps must be >= 0 (it is added to the mean square), got {eps!r}"
+            )
         self.dim, self.eps = int(dim), float(eps)
         self.weight = Tensor(np.ones(self.dim), requires_grad=True)  # scale, starts at 1
 
@@ -72,6 +77,7 @@ class RotaryFunction(Function):
         return out
 
     def backward(self, grad):
+        """The tuple (dx,): one input array, x (cos and sin are keywords, not inputs)."""
         even, odd = grad[..., 0::2], grad[..., 1::2]
         out = np.empty_like(grad)
         out[..., 0::2] = even * self.cos + odd * self.sin  # turned back: -angle
@@ -88,6 +94,8 @@ class RotaryEmbedding(Module):
                 f"rotary positions turn pairs of features, so head_dim must be even, got "
                 f"{head_dim!r}; choose embed_dim and num_heads with an even embed_dim // num_heads"
             )
+        if not (theta > 0 and np.isfinite(theta)):
+            raise ValueError(f"rotary positions need a positive base theta, got {theta!r}")
         self.head_dim, self.max_seq_len, self.theta = int(head_dim), int(max_seq_len), theta
         angles = rotary_angles(self.head_dim, np.arange(self.max_seq_len), theta)
         self.cos, self.sin = np.cos(angles), np.sin(angles)  # (max_seq_len, D/2), float64
@@ -119,6 +127,7 @@ class SiLUFunction(Function):
         return x * self.s
 
     def backward(self, grad):
+        """The tuple (dx,), a 1-tuple for the one input."""
         return (grad * self.s * (1 + self.x * (1 - self.s)),)
 
 
@@ -145,6 +154,10 @@ class SwiGLU(Module):
 
     def __init__(self, embed_dim: int, hidden_dim: int | None = None, multiple_of: int = 256):
         if hidden_dim is None:
+            if not isinstance(multiple_of, (int, np.integer)) or multiple_of < 1:
+                raise ValueError(
+                    f"SwiGLU: multiple_of must be a positive integer, got {multiple_of!r}"
+                )
             hidden_dim = llama_hidden_dim(embed_dim, multiple_of)
         self.w1 = Linear(embed_dim, hidden_dim, bias=False)  # the gate, through SiLU
         self.w3 = Linear(embed_dim, hidden_dim, bias=False)  # the value it gates
