@@ -4,12 +4,15 @@ the same greedy tokens, and the tokenizer with it; Meta's and Hugging Face's nam
 transformers and torch are the test-time oracle (the `hf` extra, installed by `make test`).
 """
 
+import json
+
 import numpy as np
 import pytest
 import torch
 from transformers import AutoTokenizer, LlamaForCausalLM
 
 from tinytorch.core.tensor import Tensor
+from tinytorch.models.huggingface import UnsupportedArchitecture
 from tinytorch.models.llama import Llama
 from tinytorch.models.llama_weights import (
     from_halves,
@@ -18,6 +21,7 @@ from tinytorch.models.llama_weights import (
     to_halves,
     to_hf_state_dict,
 )
+from tinytorch.models.weights import save_model
 from tinytorch.text.tokenization import CharTokenizer
 
 TEXT = "the cat sat on the mat.\nthe dog ran to the park. "
@@ -131,3 +135,66 @@ def test_a_trained_milestone_run_exports_with_equal_logits(tmp_path, monkeypatch
     ids = np.array([AutoTokenizer.from_pretrained(folder)(text)["input_ids"]])
     np.testing.assert_array_equal(ids[0], run.vocab.encode(text))
     np.testing.assert_allclose(hf_logits(folder, ids), run.model(ids).data, rtol=0, atol=1e-5)
+
+
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 8}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"rope_parameters": {**LLAMA3_ROPE, "rope_theta": 500.0}}, "rope_parameters"),
+        ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0}},
+         "rope_parameters"),
+        ({"hidden_act": "gelu"}, "hidden_act"),
+        ({"attention_bias": True}, "attention_bias"),
+        ({"mlp_bias": True}, "mlp_bias"),
+        ({"head_dim": 16}, "head_dim"),
+    ],
+)  # fmt: skip
+def test_load_llama_refuses_what_module_21_cannot_compute(tmp_path, changes, field):
+    """transformers' own folder, with a setting our Llama would silently compute differently:
+    one line naming the field and its value, before any weight is read."""
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(vocab_size=21, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=16, **changes)  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(tmp_path)
+    value = json.loads((tmp_path / "config.json").read_text())[field]
+    with pytest.raises(UnsupportedArchitecture) as caught:
+        load_llama(tmp_path)
+    message = str(caught.value)
+    assert message.startswith(f"tinytorch's Llama cannot express {field}={value!r}")
+    assert "\n" not in message
+
+
+def test_load_llama_refuses_transformers_4s_rope_scaling(tmp_path):
+    """Llama 3.1 and 3.2 checkpoints on the Hub say rope_scaling (transformers 4's spelling)."""
+    save_llama(randomised(7), tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.pop("rope_parameters")
+    config["rope_scaling"] = LLAMA3_ROPE
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UnsupportedArchitecture, match=r"rope_scaling=\{'rope_type': 'llama3'"):
+        load_llama(tmp_path)
+    config["rope_scaling"] = {"rope_type": "default"}  # no scaling: reads
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert load_llama(tmp_path).config.rope_theta == 500.0
+
+
+def test_a_save_model_file_of_a_llama_exports(tmp_path, rng):
+    """docs/huggingface.md: `tito model export` takes a file written by save_model."""
+    from typer.testing import CliRunner
+
+    from tito.cli.main import app
+
+    model = randomised(8, num_kv_heads=1)
+    save_model(model, tmp_path / "llama.npz")
+    folder = tmp_path / "hf"
+    exported = CliRunner().invoke(app, ["model", "export", str(tmp_path / "llama.npz"),
+                                        str(folder)])  # fmt: skip
+    assert exported.exit_code == 0 and "LlamaForCausalLM" in exported.output, exported.output
+    tokens = rng.integers(0, 21, (2, 12))
+    np.testing.assert_allclose(hf_logits(folder, tokens), model(tokens).data, rtol=0, atol=1e-5)

@@ -9,7 +9,9 @@ the scores, and every logit, the same.
 
 `ours_from_torch(state, config)` turns either PyTorch spelling into ours (`Llama.load_state_dict`
 calls it); `save_llama(model, folder, tokenizer)` writes what `LlamaForCausalLM.from_pretrained`
-and `AutoTokenizer.from_pretrained` read; `load_llama(folder)` reads it back.
+and `AutoTokenizer.from_pretrained` read; `load_llama(folder)` reads it back, and refuses in one
+line a config.json our Llama would compute differently (`check_llama_config`: rope scaling, an
+activation other than SiLU, biases, another head_dim).
 
 Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: numpy only at the top; the model class
 (module 21), safetensors (the `hf` extra) and module 07's writer are imported where needed.
@@ -89,8 +91,13 @@ def ours_from_torch(state: dict, config) -> dict[str, np.ndarray]:
             heads = config.num_heads if ".q_proj" in key else config.num_kv_heads
             value = from_halves(value, heads)
         out[key] = value.T if LINEAR.search(key) else value
-    if config.tie_weights:
-        out.pop("lm_head.weight", None)  # the embedding, listed twice by PyTorch
+    if config.tie_weights and "lm_head.weight" in out:  # the embedding, listed twice by PyTorch
+        head, embedding = out.pop("lm_head.weight"), out.get("token_embedding.weight")
+        if embedding is not None and not np.array_equal(head.T, embedding):
+            raise ValueError(
+                "the state dict's output projection differs from its token embedding (an untied "
+                "model); build the Llama with tie_weights=False to load it"
+            )
     return out
 
 
@@ -178,8 +185,48 @@ def save_llama(model, folder, tokenizer=None) -> list[str]:
     return list(files)
 
 
+def _plain_rope(rope) -> bool:
+    """No rope scaling: absent, or rope_type (transformers 4: `type`) "default"."""
+    if not rope:
+        return True
+    if not isinstance(rope, dict):
+        return False
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    return kind == "default" and rope.get("partial_rotary_factor", 1.0) == 1.0
+
+
+def check_llama_config(c: dict) -> None:
+    """Raise UnsupportedArchitecture, naming the field and its value, unless module 21's Llama
+    computes what a LlamaForCausalLM of config.json `c` does."""
+    from tinytorch.models.huggingface import UnsupportedArchitecture
+
+    act, hidden = c.get("hidden_act", "silu"), c.get("hidden_size")
+    heads = c.get("num_attention_heads")
+    per_head = hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 \
+        else None  # fmt: skip
+    checks = [  # (field, its value, whether module 21 computes that, what module 21 does)
+        ("hidden_act", act, act in ("silu", "swish"), "its SwiGLU gates with SiLU"),
+        *[(bias, c.get(bias), not c.get(bias), "it has no biases")
+          for bias in ("attention_bias", "mlp_bias")],
+        ("rope_scaling", c.get("rope_scaling"), _plain_rope(c.get("rope_scaling")),
+         "its rotary positions are unscaled"),
+        ("rope_parameters", c.get("rope_parameters"), _plain_rope(c.get("rope_parameters")),
+         "its rotary positions are unscaled and turn the whole head"),
+        ("partial_rotary_factor", c.get("partial_rotary_factor"),
+         c.get("partial_rotary_factor", 1.0) == 1.0, "its rotary positions turn the whole head"),
+        ("head_dim", c.get("head_dim"), c.get("head_dim") in (None, per_head),
+         f"its heads are hidden_size // num_attention_heads = {per_head} wide"),
+    ]  # fmt: skip
+    for field, value, computed, ours in checks:
+        if not computed:
+            raise UnsupportedArchitecture(
+                f"tinytorch's Llama cannot express {field}={value!r} ({ours})"
+            )
+
+
 def load_llama(folder):
-    """The module-21 Llama of a LlamaForCausalLM folder (config.json, model.safetensors)."""
+    """The module-21 Llama of a LlamaForCausalLM folder (config.json, model.safetensors);
+    a setting it cannot express is refused in one line (`check_llama_config`)."""
     from tinytorch.models.huggingface import CONFIG_FILE, WEIGHTS_FILE, _safetensors
     from tinytorch.models.llama import Llama
 
@@ -190,16 +237,20 @@ def load_llama(folder):
         raise ValueError(f"cannot read {folder / CONFIG_FILE}: {err}") from None
     if c.get("model_type") != "llama":
         raise ValueError(f"{folder} holds a {c.get('model_type')!r} model, not a Llama")
+    check_llama_config(c)
     rope = c.get("rope_parameters") or {}
-    model = Llama(c["vocab_size"], c["hidden_size"], c["num_hidden_layers"],
-                  c["num_attention_heads"], c.get("num_key_value_heads"),
-                  c.get("max_position_embeddings", 2048), c["intermediate_size"],
-                  rope_theta=rope.get("rope_theta", c.get("rope_theta", 10000.0)),
-                  norm_eps=c.get("rms_norm_eps", 1e-6),
-                  tie_weights=c.get("tie_word_embeddings", False))  # fmt: skip
+    try:
+        model = Llama(c["vocab_size"], c["hidden_size"], c["num_hidden_layers"],
+                      c["num_attention_heads"], c.get("num_key_value_heads"),
+                      c.get("max_position_embeddings", 2048), c["intermediate_size"],
+                      rope_theta=rope.get("rope_theta", c.get("rope_theta", 10000.0)),
+                      norm_eps=c.get("rms_norm_eps", 1e-6),
+                      tie_weights=c.get("tie_word_embeddings", False))  # fmt: skip
+    except KeyError as err:
+        raise ValueError(f"{folder / CONFIG_FILE} has no {err.args[0]!r}") from None
     model.load_state_dict(_safetensors().load_file(folder / WEIGHTS_FILE))
     return model
 
 
-__all__ = ["META", "HF", "to_halves", "from_halves", "spelling", "ours_from_torch",
-           "hf_config", "to_hf_state_dict", "save_llama", "load_llama"]  # fmt: skip
+__all__ = ["META", "HF", "to_halves", "from_halves", "spelling", "ours_from_torch", "hf_config",
+           "to_hf_state_dict", "save_llama", "check_llama_config", "load_llama"]  # fmt: skip

@@ -1,10 +1,12 @@
-"""A GPT's weights on disk and in PyTorch's names and layouts.
+"""A GPT's (or module 21's Llama's) weights on disk, and a GPT's in PyTorch's names and layouts.
 
 `save_model(model, path)` writes a module-07 checkpoint (`save_checkpoint`: one `.npz` archive, no
-pickle, written atomically) whose `extra` holds the model's configuration under MODEL_CONFIG, and
-`load_model(path)` rebuilds the GPT from it (`read_checkpoint`): one format for every saved model. `to_torch_state_dict` renames and transposes the weights for
-the same model written with `torch.nn` (`nn.Linear` stores `(out, in)`, ours `(in, out)`;
-`nn.LayerNorm` says `weight`/`bias` for `gamma`/`beta`), `load_torch_state_dict` reads one back.
+pickle, written atomically) whose `extra` holds the model's configuration under MODEL_CONFIG (and,
+for a Llama, ARCHITECTURE "llama"), and `load_model(path)` rebuilds the GPT or the Llama from it
+(`read_checkpoint`): one format for every saved model. `to_torch_state_dict` renames and
+transposes the weights for the same model written with `torch.nn` (`nn.Linear` stores
+`(out, in)`, ours `(in, out)`; `nn.LayerNorm` says `weight`/`bias` for `gamma`/`beta`),
+`load_torch_state_dict` reads one back.
 
 Given product code (tito/curriculum/catalog.py GIVEN), not a lesson: it builds on module 13's GPT and
 module 07's checkpoints.
@@ -22,24 +24,36 @@ from tinytorch.core.training import read_checkpoint, save_checkpoint
 from tinytorch.models.transformer import GPT
 
 MODEL_CONFIG = "gpt_config"  # the key in a checkpoint's extra that makes it a save_model file
+ARCHITECTURE = "architecture"  # beside it: "llama" for module 21's Llama; absent for a GPT
 
 
-def save_model(model: GPT, path) -> None:
-    """Write config and weights to an .npz checkpoint (no pickle)."""
+def save_model(model: Module, path) -> None:
+    """Write config and weights of a GPT or a Llama to an .npz checkpoint (no pickle)."""
     path = Path(path)
     path = path if path.suffix == ".npz" else path.with_name(path.name + ".npz")  # as np.savez
-    save_checkpoint(path, model, extra={MODEL_CONFIG: asdict(model.config)})
+    extra = {MODEL_CONFIG: asdict(model.config)}
+    if type(model.config).__name__ == "LlamaConfig":  # module 21, imported only to load one
+        extra[ARCHITECTURE] = "llama"
+    save_checkpoint(path, model, extra=extra)
 
 
-def load_model(path) -> GPT:
-    """Rebuild a GPT saved by `save_model`."""
+def load_model(path) -> Module:
+    """Rebuild the GPT (or module 21's Llama) saved by `save_model`."""
     weights, _, _, extra, _ = read_checkpoint(path)
     if MODEL_CONFIG not in extra:
         raise ValueError(
             f"{path} is a checkpoint without a model configuration; load it into a model you "
             "build with load_checkpoint, or write it with save_model"
         )
-    model = GPT(**extra[MODEL_CONFIG])
+    kind = extra.get(ARCHITECTURE, "gpt")
+    if kind == "llama":
+        from tinytorch.models.llama import Llama
+
+        model = Llama(**extra[MODEL_CONFIG])
+    elif kind == "gpt":
+        model = GPT(**extra[MODEL_CONFIG])
+    else:
+        raise ValueError(f"{path} holds a {kind!r} model; load_model builds a GPT or a Llama")
     model.load_state_dict(weights)
     return model
 
@@ -75,6 +89,7 @@ def load_torch_state_dict(model: Module, state: dict) -> None:
 
 __all__ = [
     "MODEL_CONFIG",
+    "ARCHITECTURE",
     "save_model",
     "load_model",
     "to_torch_state_dict",
