@@ -344,9 +344,8 @@ class QuantizedLinear(Module):
         if self.input_params is not None:  # static activation quantization
             scale, zero = self.input_params
             x = Tensor(dequantize(quantize(x.data, scale, zero), scale, zero).astype(x.dtype))
-        if self.bias is None:
-            return LinearFunction.apply(x, self.weight)
-        return LinearFunction.apply(x, self.weight, self.bias)
+        bias = () if self.bias is None else (self.bias,)
+        return LinearFunction.apply(x, self.weight, *bias)  # module 03's product, dequantized
 
     @property
     def nbytes(self) -> int:

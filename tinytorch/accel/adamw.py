@@ -89,7 +89,7 @@ class FastAdam(FusedAdam):
                 moments = (np.zeros_like(weights), np.zeros_like(weights))
             self._flat_moments = tuple(moments)
             for _, state in jobs:
-                state["step"] = 0
+                state.update(step=0)
             _moment_views(jobs, offsets, moments)
         elif split.moments_owner() is None and all(state for _, state in jobs):
             shared = split.claim_moments(self)  # an earlier split's: into this one's, once
@@ -134,13 +134,15 @@ class FastAdam(FusedAdam):
         return True
 
     def _update(self, jobs) -> None:
+        shrink = 1.0 - self.lr * self.weight_decay  # AdamW's decay, a factor on the weights
         for p, state in jobs:
-            g = p.grad
-            if self.weight_decay and self.decoupled_decay:
-                p.data *= 1.0 - self.lr * self.weight_decay
-            elif self.weight_decay:
-                g = g + self.weight_decay * p.data  # Adam's L2 form: into the gradient
-            self._fused_update(p, state, g)
+            if not self.weight_decay:
+                self._fused_update(p, state, p.grad)
+            elif self.decoupled_decay:
+                np.multiply(p.data, shrink, out=p.data)
+                self._fused_update(p, state, p.grad)
+            else:  # Adam's L2 form: the decay joins the gradient, which stays the caller's
+                self._fused_update(p, state, np.add(p.grad, self.weight_decay * p.data))
 
 
 HYPER = ("lr", "beta1", "beta2", "eps", "weight_decay")  # what a worker's share of a step needs

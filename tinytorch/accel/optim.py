@@ -23,12 +23,11 @@ class FusedAdam:
 
     def _fused_update(self, p, state: dict, g: np.ndarray) -> None:
         """Update the moments with `g` and move `p` by the bias-corrected step, in place."""
-        if "exp_avg" not in state:
-            state["step"] = 0
-            state["exp_avg"] = np.zeros_like(p.data)
-            state["exp_avg_sq"] = np.zeros_like(p.data)
-        state["step"] += 1
-        t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
+        if "exp_avg" not in state:  # the first update: module 06's names, zero moments
+            zeros = np.zeros_like
+            state.update(step=0, exp_avg=zeros(p.data), exp_avg_sq=zeros(p.data))
+        t = state["step"] = state["step"] + 1
+        m, v = state["exp_avg"], state["exp_avg_sq"]
         tmp = self._buffer(p)
         m *= self.beta1
         np.multiply(g, 1.0 - self.beta1, out=tmp)
