@@ -1,16 +1,18 @@
-"""The student edition's leak check sees a solution line held as a string, and no file the edition
-ships besides a lesson and its exports holds a line of module 16's, 17's or 20's solutions."""
+"""The student edition's leak check sees a solution line held as a string, and one written out in
+product code built on the module (a later lesson, a given file whose GIVEN_REQUIRES reach it); no
+file the edition ships besides a lesson and its exports holds a line of module 16's, 17's or 20's
+solutions, and no product code built on a module spells out a line of its solution."""
 
 import re
 
 import pytest
 
-from tito.curriculum.catalog import MODULES, find
+from tito.curriculum.catalog import GIVEN_REQUIRES, MODULES, closure, find
 from tito.curriculum.paths import PACKAGE_ROOT
 from tito.grading import edition
 
-# a control-flow header shared with a solution (`if mask is not None:`) answers nothing
-HEADER = re.compile(r"^(if|elif|for|while|with) .*:$")
+# a header shared with a solution (`if mask is not None:`, a signature) answers nothing
+HEADER = re.compile(r"^(if|elif|for|while|with|def) .*:$")
 
 
 def solution_lines(number: int) -> set[str]:
@@ -47,6 +49,23 @@ def test_a_quoted_solution_line_in_a_hand_written_file_stays_secret(tmp_path):
     stubbed = [find(20)]
     assert line in edition.secrets(stubbed, PACKAGE_ROOT, [str(quoted)])
     assert line not in edition.secrets(stubbed, PACKAGE_ROOT, [str(written)])  # a coincidence
+
+
+def test_a_solution_line_in_given_code_built_on_the_module_is_secret(tmp_path, monkeypatch):
+    """Module 18's given AdamW once wrote out module 06's decay lines: given code that builds on
+    a module (its GIVEN_REQUIRES reach it) spelling one of its lines gives the answer away;
+    given code that does not build on it shares the line by coincidence."""
+    line = "p.data *= 1.0 - self.lr * self.weight_decay"
+    assert line in solution_lines(6)
+    given = tmp_path / "fast.py"
+    given.write_text(f"def step(self, p):\n    {line}\n", encoding="utf-8")
+    for requires, secret in [((18,), True), ((6,), True), ((8,), False), ((), False)]:
+        monkeypatch.setitem(GIVEN_REQUIRES, str(given), requires)
+        assert (line in edition.secrets([find(6)], PACKAGE_ROOT, [])) is secret, requires
+        if secret:
+            assert edition.leaks(tmp_path, edition.secrets([find(6)], PACKAGE_ROOT, [])) == [
+                f"fast.py: {line}"
+            ]
 
 
 def shipped_given_parts() -> dict[str, str]:
@@ -89,3 +108,44 @@ def test_module_09s_given_code_does_not_spell_out_its_solutions():
     repeated = {edition._normal(line) for line in released.splitlines()} & secret
     # a header or the first line of a call continued below answers nothing
     assert {line for line in repeated if not (HEADER.match(line) or line.endswith("("))} == set()
+
+
+@pytest.fixture(scope="module")
+def released():
+    return shipped_given_parts()
+
+
+def built_on(module) -> list[str]:
+    """The product code that builds on `module`: its dependents' lessons and package files, and
+    the given files whose GIVEN_REQUIRES reach it."""
+    names = [
+        path.as_posix()
+        for other in MODULES
+        if module in closure(other)
+        for path in [other.source, *other.package_files()]
+    ]
+    return names + [name for name, needs in GIVEN_REQUIRES.items() if module in closure(needs)]
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
+def test_no_product_code_built_on_a_module_spells_out_its_solution(module, released):
+    """With every lesson stubbed (the edition that publishes nothing), no later lesson and no
+    given file that builds on the module holds a line of its solution, unless the line answers
+    nothing on its own (a header, the opening of a call) or edition.SHARED names it."""
+    own = {edition._normal(line) for line in released[module.source.as_posix()].splitlines()}
+    for path in module.package_files():
+        own |= {edition._normal(line) for line in released[path.as_posix()].splitlines()}
+    secret = {
+        line
+        for line in solution_lines(module.number) - own - set(edition.SHARED.get(module.number, {}))
+        if not (HEADER.match(line) or line.endswith("("))
+    }
+    found = []
+    for name in built_on(module):
+        text = released.get(name) or (PACKAGE_ROOT / name).read_text(encoding="utf-8")
+        found += [
+            f"{name}: {line.strip()}"
+            for line in text.splitlines()
+            if edition._spoken(line) & secret
+        ]
+    assert not found, found

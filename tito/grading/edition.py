@@ -30,7 +30,7 @@ from pathlib import Path
 import jupytext
 
 from tito.curriculum import exporter, paths
-from tito.curriculum.catalog import MODULES, CourseModule, find
+from tito.curriculum.catalog import GIVEN_REQUIRES, MODULES, CourseModule, closure, find
 from tito.curriculum.notebooks import BEGIN_SOLUTION, read_source, student_notebook
 from tito.errors import TitoError
 
@@ -109,60 +109,147 @@ def _tracked(root: Path) -> list[str]:
     return sorted(found)
 
 
+_MEMO: dict[tuple, object] = {}
+
+
+def _memo(kind: str, path: Path, make):
+    """`make()`, kept while the file at `path` is unchanged (an edition reads every lesson a few
+    times; the test over every module builds its check once per module)."""
+    stat = path.stat()
+    key = (kind, path.resolve(), stat.st_mtime_ns, stat.st_size)
+    if key not in _MEMO:
+        _MEMO[key] = make()
+    return _MEMO[key]
+
+
 def _stubbed_source(module: CourseModule, root: Path) -> tuple[str, dict[Path, str]]:
     """The module's source as released (jupytext text) and its package files exported from it."""
-    notebook = student_notebook(module, root / module.source)
-    text = jupytext.writes(notebook, fmt="py:percent")
-    files = exporter.render(notebook, module, module.source.as_posix())
-    return text, {Path("tinytorch") / rel: body for rel, body in files.items()}
+
+    def make():
+        notebook = student_notebook(module, root / module.source)
+        text = jupytext.writes(notebook, fmt="py:percent")
+        files = exporter.render(notebook, module, module.source.as_posix())
+        return text, {Path("tinytorch") / rel: body for rel, body in files.items()}
+
+    return _memo("release", root / module.source, make)
+
+
+def _reference(module: CourseModule, root: Path) -> tuple[str, dict[Path, str]]:
+    """The module's whole source and its package files exported from it (the reference)."""
+
+    def make():
+        text = (root / module.source).read_text(encoding="utf-8")
+        files = exporter.render(read_source(root / module.source), module, module.source.as_posix())
+        return text, {Path("tinytorch") / rel: body for rel, body in files.items()}
+
+    return _memo("reference", root / module.source, make)
 
 
 def _normal(line: str) -> str:
     return re.sub(r"\s+", " ", line.split(" #")[0]).strip()
 
 
+def _lines_of(path: Path) -> set[str]:
+    """The normalised lines of a text file (none for a binary one)."""
+
+    def make():
+        try:
+            return {_normal(line) for line in path.read_text(encoding="utf-8").splitlines()}
+        except UnicodeDecodeError:
+            return set()
+
+    return _memo("lines", path, make)
+
+
+# a line that answers nothing on its own: a header (an `if ...:`, `for ...:` or `def ...:` line) or
+# the opening of a call or literal continued below (`raise ShapeError(`)
+_STRUCTURE = re.compile(r"^(if|elif|for|while|with|except|def)\b.*:$|.*[(\[{]$")
+
+# Lines of a module's solution that product code built on it (a later lesson, a given file) also
+# writes, and that give nothing away beyond what the module's own lesson states; each says why.
+# Every other such line is a leak: spell the later code differently (tinytorch/accel/adamw.py
+# and module 18's `_fused_update` were, for module 06's Adam).
+SHARED: dict[int, dict[str, str]] = {
+    3: {
+        "self.has_bias = bias is not None": "the flag of any layer with an optional bias",
+        "seen.add(id(value))": "marking an object visited, as any walk over a module tree does",
+        "out = rows @ weight": "the matrix product the lesson's formula states",
+    },
+    7: {
+        "optimizer.zero_grad()": "the training loop's call of module 06's optimizer",
+        "optimizer.step()": "the training loop's call of module 06's optimizer",
+    },
+    11: {"return weight[ids]": "the lookup module 11's docstring states: out = weight[ids]"},
+    12: {"return self.out_proj(merged)": "the output projection of the merged heads, as named"},
+    18: {"np.exp(scores, out=scores)": "numpy's in-place exp, module 17's softmax step in place"},
+}
+
+
+def _answer(module: CourseModule, root: Path) -> set[str]:
+    """The normalised lines of the module's solution regions and of its reference package files."""
+    found, inside = set(), False
+    for line in (root / module.source).read_text(encoding="utf-8").splitlines():
+        marker = line.strip()
+        if marker.startswith("### BEGIN"):
+            inside = True
+        elif marker.startswith("### END"):
+            inside = False
+        elif inside:
+            found.add(_normal(line))
+    for body in _reference(module, root)[1].values():
+        found.update(_normal(line) for line in body.splitlines())
+    return found
+
+
+def _shipped(module: CourseModule, root: Path, stubbed: list[CourseModule]) -> set[str]:
+    """What the edition holds of a module: its released lesson (each line and what it quotes:
+    a lesson quotes a line on purpose) and package files, stubbed or the reference."""
+    text, files = (_stubbed_source if module in stubbed else _reference)(module, root)
+    lines = set().union(*(_spoken(line) for line in text.splitlines()))
+    for body in files.values():
+        lines.update(_normal(line) for line in body.splitlines())
+    return lines
+
+
 def secrets(stubbed: list[CourseModule], root: Path, names: list[str] | None = None) -> set[str]:
-    """The normalised lines an edition must not hold: those of the stubbed modules' solution
-    regions and of their reference package files, of meaningful length, that nothing the
-    edition rightly holds carries too: the released sources and their exports, the published
-    modules' references (their lines, and what their text quotes), and the hand-written files
-    (`names`, default: the whole tree) that happen to share a whole code line with a solution
-    (`for block in self.blocks:`). A solution line quoted inside a hand-written file is no
-    such coincidence: it stays secret."""
+    """The normalised lines an edition must not hold: those of each stubbed module's solution
+    regions and reference package files, of meaningful length, except
+
+    - what the module's own release holds (its given code, a line its lesson quotes);
+    - what product code that does not build on the module holds (a lesson or given file outside
+      the dependents of the module in the catalog, published or not): a coincidence
+      (`for block in self.blocks:`), or a line given on that code's own terms;
+    - what a hand-written file outside the product (`names`, default: the whole tree; tests,
+      milestones, docs) writes out: the course's use of the module's names
+      (`optimizer.zero_grad()`); a line quoted there stays secret;
+    - a line that answers nothing on its own (`_STRUCTURE`), or one `SHARED` names.
+
+    So product code built on a stubbed module (a later lesson, or a given file whose
+    GIVEN_REQUIRES reach it) that spells out one of its solution lines is a leak, published or
+    not."""
     names = _tracked(root) if names is None else names
-    derived = {m.source.as_posix() for m in MODULES}
-    derived |= {p.as_posix() for m in stubbed for p in m.package_files()}
-    public = set()
+    lessons = {m.source.as_posix() for m in MODULES}
+    written: set[str] = set()
     for name in names:
-        if name not in derived and not name.startswith(LEFT_OUT):
-            try:
-                text = (root / name).read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                continue
-            public.update(_normal(line) for line in text.splitlines())
-    for module in MODULES:
-        text, files = _stubbed_source(module, root)
-        if module not in stubbed:
-            text = (root / module.source).read_text(encoding="utf-8")
-        for line in text.splitlines():  # a released lesson quotes a line on purpose
-            public.update(_spoken(line))
-        for body in files.values():
-            public.update(_normal(line) for line in body.splitlines())
+        if not (name in lessons or name.startswith(("tinytorch/", *LEFT_OUT))):
+            written |= _lines_of(root / name)
+    shipped = {m.number: _shipped(m, root, stubbed) for m in MODULES}
+    given = {name: _lines_of(root / name) for name in GIVEN_REQUIRES if (root / name).is_file()}
     found = set()
     for module in stubbed:
-        inside = False
-        for line in (root / module.source).read_text(encoding="utf-8").splitlines():
-            marker = line.strip()
-            if marker.startswith("### BEGIN"):
-                inside = True
-            elif marker.startswith("### END"):
-                inside = False
-            elif inside:
-                found.add(_normal(line))
-        reference = exporter.render(read_source(root / module.source), module, "x")
-        for body in reference.values():
-            found.update(_normal(line) for line in body.splitlines())
-    return {line for line in found - public if len(line) >= MIN_SECRET}
+        public = written | shipped[module.number] | set(SHARED.get(module.number, {}))
+        for other in MODULES:
+            if other is not module and module not in closure(other):
+                public |= shipped[other.number]
+        for name, lines in given.items():
+            if module not in closure(GIVEN_REQUIRES[name]):
+                public |= lines
+        found |= {
+            line
+            for line in _answer(module, root) - public
+            if len(line) >= MIN_SECRET and not _STRUCTURE.match(line)
+        }
+    return found
 
 
 # a piece of a line between quotes or backticks: a solution line held as a string or quoted in
@@ -178,18 +265,39 @@ def _spoken(line: str) -> set[str]:
 def leaks(folder: Path, secret: set[str]) -> list[str]:
     """'path: line' for every secret line found in a file under `folder` (git objects aside),
     whole or between quotes."""
+    files = {
+        path.relative_to(folder).as_posix(): path
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and ".git" not in path.relative_to(folder).parts
+    }
+    return leaks_in(files, secret)
+
+
+def leaks_in(files: dict[str, str | Path], secret: set[str]) -> list[str]:
+    """'name: line' for every secret line in `files` (name -> its text, or the file holding it)."""
     found = []
-    for path in sorted(folder.rglob("*")):
-        if not path.is_file() or ".git" in path.relative_to(folder).parts:
-            continue
+    for name, body in sorted(files.items()):
         try:
-            text = path.read_text(encoding="utf-8")
+            text = body.read_text(encoding="utf-8") if isinstance(body, Path) else body
         except UnicodeDecodeError:
             continue  # a binary file (the digits) holds no source line
         for line in text.splitlines():
             if _spoken(line) & secret:
-                found.append(f"{path.relative_to(folder).as_posix()}: {line.strip()}")
+                found.append(f"{name}: {line.strip()}")
     return found
+
+
+def contents(stubbed: list[CourseModule], root: Path) -> dict[str, str | Path]:
+    """The files of the edition in which `stubbed` are not published: name -> its text (a
+    stubbed lesson or package file), or the file of the full repository it copies."""
+    files: dict[str, str | Path] = {
+        name: root / name for name in _tracked(root) if not name.startswith(LEFT_OUT)
+    }
+    for module in stubbed:  # also an unpublished package file the tree lacked
+        text, exported = _stubbed_source(module, root)
+        files[module.source.as_posix()] = text
+        files.update({rel.as_posix(): body for rel, body in exported.items()})
+    return files
 
 
 # --- writing it -----------------------------------------------------------------------------------
@@ -240,29 +348,20 @@ def build(out: Path, published: list[CourseModule], root: Path | None = None) ->
                 hint="make editions from the full course repository",
             )
 
-    replaced: dict[str, str] = {}
-    for module in stubbed:
-        text, files = _stubbed_source(module, root)
-        replaced[module.source.as_posix()] = text
-        replaced.update({rel.as_posix(): body for rel, body in files.items()})
-
+    files = contents(stubbed, root)
     out.mkdir(parents=True, exist_ok=True)
     if updated:  # the new edition replaces every tracked file; students' own files are ignored
         for name in _git(out, "ls-files", "-z").split("\0"):
             if name and name != MANIFEST:
                 (out / name).unlink(missing_ok=True)
-    names = [n for n in _tracked(root) if not n.startswith(LEFT_OUT)]
     edition = Edition(out, published, updated=updated, stubbed=stubbed)
-    for name in names:
+    for name, body in files.items():
         target = out / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        if name in replaced:
-            target.write_text(replaced.pop(name), encoding="utf-8")
+        if isinstance(body, Path):
+            shutil.copy2(body, target)
         else:
-            shutil.copy2(root / name, target)
-    for name, text in replaced.items():  # an unpublished package file the tree lacked
-        (out / name).parent.mkdir(parents=True, exist_ok=True)
-        (out / name).write_text(text, encoding="utf-8")
+            target.write_text(body, encoding="utf-8")
     manifest = {
         "published": [m.name for m in published],
         "stubbed": [m.name for m in stubbed],
@@ -270,13 +369,13 @@ def build(out: Path, published: list[CourseModule], root: Path | None = None) ->
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
 
-    found = leaks(out, secrets(stubbed, root, names))
+    found = leaks(out, secrets(stubbed, root))
     if found:
         shown = "; ".join(found[:3])
         raise TitoError(
             f"the edition in {out} would hold {len(found)} line(s) of unpublished solutions "
             f"({shown}); nothing was committed",
-            hint="remove those lines from the files named (they repeat a solution region)",
+            hint="spell those lines differently in the files named: they repeat a solution region",
         )
 
     if not updated:
