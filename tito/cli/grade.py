@@ -354,10 +354,10 @@ def _similar(folder: Path, module, students: set[str]) -> None:
         return
     pairs = [p for p in result.flagged() if {p.a, p.b} & students]
     if not pairs:
-        console.print(f"similarity: no pair at or above {result.settings.threshold:.2f}")
+        console.print(f"similarity: no pair at or above {result.settings.describe()}")
         return
     console.print(
-        f"[bad]similar code[/bad] (at or above {result.settings.threshold:.2f}; grades unchanged, "
+        f"[bad]similar code[/bad] (at or above {result.settings.describe()}; grades unchanged, "
         f"a person decides; side by side: {safe(similarity.report_path(folder, module))}):",
         soft_wrap=True,
     )
@@ -404,14 +404,13 @@ def similarity(
     module = find(key)
     result = check.run(folder, module, archive, check.settings(folder, threshold))
     record, page = check.save(folder, module, result)
-    limit = result.settings.threshold
     table = Table(title=f"similarity: {module.name}", title_justify="left")
     for name, justify in (("#", "right"), ("score", "right"), ("a", "left"), ("b", "left")):
         table.add_column(name, justify=justify, overflow="fold")
     table.add_column("shares a / b", justify="right", no_wrap=True)
     shown = result.pairs[: max(check.SHOWN, len(result.flagged()))]
     for number, pair in enumerate(shown, 1):
-        style = "bad" if pair.score >= limit else None
+        style = "bad" if result.settings.flags(pair) else None
         a, b = (escape(terminal_text(_shown_name(n))) for n in (pair.a, pair.b))
         shares = f"{pair.share_a:.2f} / {pair.share_b:.2f}"
         table.add_row(str(number), f"{pair.score:.2f}", a, b, shares, style=style)
@@ -423,8 +422,9 @@ def similarity(
         console.print(f"[note]too little own code to judge: {names}[/note]", soft_wrap=True)
     flagged = len(result.flagged())
     console.print(
-        f"{len(result.texts)} notebooks, {flagged} pair(s) at or above {limit:.2f}; report "
-        f"{safe(paths.shown(page))}; grades.csv takes the best match per student from "
+        f"{len(result.texts)} notebooks, {flagged} pair(s) at or above "
+        f"{result.settings.describe()}; report {safe(paths.shown(page))}; grades.csv takes the "
+        f"best match per student from "
         f"{safe(paths.shown(record))} (tito grade export)",
         soft_wrap=True,
     )

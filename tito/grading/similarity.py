@@ -8,20 +8,24 @@ tokens whose names and strings are normalised, so renaming variables or rewordin
 changes nothing); docs/instructor.md says how the thresholds below were chosen.
 
 A pair's score is the larger of the two shares: the part of one submission's own code that is
-also in the other. On module 13, a student who copied one function of four from a classmate
-shares 0.41 of their code; two honest students share a few idioms (`x.mean(axis=-1,
-keepdims=True)`, a loop over the blocks) and score at most 0.25.
+also in the other. A pair is flagged when that share reaches the threshold with at least LEAST
+normalised characters shared, or when the share reaches CLEAR. On a short module the few lines
+the lesson all but dictates are a third of an honest submission (module 02: 0.35 of 460
+characters, 161 of them shared); the smallest copy measured, one function of four on module
+13, shares 0.41 and 215 characters; every honest pair measured on modules 02, 06 and 13 shares
+at most 176 characters and at most 0.38 of its code.
 """
 
 from __future__ import annotations
 
 import difflib
-import io
 import json
 from dataclasses import asdict, dataclass, field
+from hashlib import blake2b
 from pathlib import Path
 
 import nbformat
+import numpy as np
 
 from tito.curriculum import paths
 from tito.curriculum.catalog import CourseModule
@@ -37,6 +41,8 @@ SETTINGS_SECTION = "TitoSimilarity"
 THRESHOLD = 0.35  # a pair is flagged when one side shares at least this share of its own code
 NOISE = 30  # shortest run of normalised characters that can count as shared (copydetect's k)
 GUARANTEE = 36  # any shared run this long is always found (sets copydetect's winnowing window)
+LEAST = 195  # fewest shared normalised characters that flag (honest pairs <= 176, copies >= 215)
+CLEAR = 0.6  # ... unless one side shares this much of its own code (honest pairs <= 0.38)
 MIN_OWN = 40  # a submission with fewer own normalised characters than this is too short to judge
 
 REFERENCE = "(reference)"
@@ -48,10 +54,28 @@ class Settings:
     threshold: float = THRESHOLD
     noise: int = NOISE
     guarantee: int = GUARANTEE
+    least: int = LEAST
+    clear: float = CLEAR
+
+    def flags(self, pair: Pair) -> bool:
+        return pair.score >= self.threshold and (
+            pair.shared >= self.least or pair.score >= self.clear
+        )
+
+    def describe(self) -> str:
+        """What flags a pair, for the terminal and the report."""
+        return (
+            f"a share of {self.threshold:.2f} with {self.least} shared normalised characters, "
+            f"or a share of {self.clear:.2f}"
+        )
 
     def __post_init__(self):
         if not 0 < self.threshold <= 1:
             raise TitoError(f"the similarity threshold must be in (0, 1], got {self.threshold}")
+        if not 0 < self.clear <= 1:
+            raise TitoError(f"the similarity clear share must be in (0, 1], got {self.clear}")
+        if self.least < 0:
+            raise TitoError(f"similarity least {self.least} is negative: need 0 or more")
         if not 5 <= self.noise <= self.guarantee:
             raise TitoError(
                 f"similarity noise {self.noise} and guarantee {self.guarantee}: need "
@@ -64,7 +88,13 @@ def settings(course: Path | None = None, threshold: float | None = None) -> Sett
     values = {}
     if course is not None:
         section = layout.course_config(course).get(SETTINGS_SECTION, {})
-        for name, kind in (("threshold", float), ("noise", int), ("guarantee", int)):
+        for name, kind in (
+            ("threshold", float),
+            ("noise", int),
+            ("guarantee", int),
+            ("least", int),
+            ("clear", float),
+        ):
             if name in section:
                 try:
                     values[name] = kind(section[name])
@@ -86,7 +116,7 @@ class Pair:
     score: float  # max(share_a, share_b)
     share_a: float  # the part of a's own code found in b
     share_b: float
-    shared: int  # normalised characters of a's code in the shared runs
+    shared: int  # normalised characters in the shared runs, on the side with more of them
     slices_a: list[tuple[int, int]] = field(default_factory=list)  # in a's text
     slices_b: list[tuple[int, int]] = field(default_factory=list)
 
@@ -103,17 +133,19 @@ class Result:
     too_short: list[str] = field(default_factory=list)  # students with almost no own code
 
     def flagged(self) -> list[Pair]:
-        return [p for p in self.pairs if p.score >= self.settings.threshold]
+        return [p for p in self.pairs if self.settings.flags(p)]
 
-    def best(self) -> dict[str, tuple[float, str]]:
-        """Each current student's highest match and with whom."""
-        found: dict[str, tuple[float, str]] = {}
+    def best(self) -> dict[str, tuple[float, str, bool]]:
+        """Each current student's highest match, with whom, and whether it is flagged (a
+        flagged match comes before any higher one that shares too little code to flag)."""
+        found: dict[str, tuple[float, str, bool]] = {}
         for pair in self.pairs:
+            flag = self.settings.flags(pair)
             for name in (pair.a, pair.b):
                 if name == REFERENCE or name.startswith(ARCHIVE):
                     continue
-                if name not in found or pair.score > found[name][0]:
-                    found[name] = (pair.score, pair.other(name))
+                if name not in found or (flag, pair.score) > (found[name][2], found[name][0]):
+                    found[name] = (pair.score, pair.other(name), flag)
         return found
 
 
@@ -218,35 +250,58 @@ def archived(folder: Path, module: CourseModule) -> dict[str, Path]:
 # --- comparing ----------------------------------------------------------------------------------
 
 
-def _fingerprint(text: str, setting: Settings, discount: set[int]):
-    """copydetect's fingerprint of `text` without the k-grams of the release.
+def _kgram_hashes(code: str, k: int) -> np.ndarray:
+    """A hash of every k-gram of `code`, the same in every process.
+
+    copydetect's own `hashed_kgrams` uses Python's `hash()`, which is salted per process
+    (PYTHONHASHSEED): winnowing then kept other fingerprints in every run, and scores moved by
+    up to 0.08 between two runs on the same notebooks. 48 bits of blake2b are exact as the
+    float64 that copydetect's winnowing compares in.
+    """
+    grams = (code[i : i + k] for i in range(len(code) - k + 1))
+    return np.array(
+        [
+            int.from_bytes(
+                blake2b(g.encode("utf-8", "surrogatepass"), digest_size=6).digest(), "big"
+            )
+            for g in grams
+        ],
+        dtype=np.int64,
+    )
+
+
+class _Prints:
+    """copydetect's fingerprint of one piece of code (what its `compare_files` reads of a
+    CodeFingerprint: k, hashes, hash_idx, filtered_code, offsets, token_coverage), made with
+    copydetect's tokenizer and winnowing over `_kgram_hashes`, without the k-grams in `discount`.
 
     The discount is applied here rather than by copydetect's own `boilerplate` argument, which
     intersects with `assume_unique=True` over hashes that repeat and so keeps much of the
     starter code (seen on module 13: given docstrings counted as shared).
     """
-    from copydetect import CodeFingerprint
-    from copydetect.utils import get_token_coverage
 
-    window = setting.guarantee - setting.noise + 1
-    made = CodeFingerprint(
-        "code.py", setting.noise, window, None, language="python", fp=io.StringIO(text)
-    )
-    kept = {h: where for h, where in made.hash_idx.items() if h not in discount}
-    made.hashes, made.hash_idx = set(kept), kept
-    made.token_coverage = get_token_coverage(kept, setting.noise, len(made.filtered_code))
-    return made
+    def __init__(self, code: str, setting: Settings, discount: set[int]):
+        from copydetect.utils import filter_code, get_token_coverage, winnow
+
+        self.k = setting.noise
+        self.filtered_code, self.offsets = filter_code(code, "code.py", "python")
+        window = setting.guarantee - setting.noise + 1
+        hashes, where = winnow(
+            _kgram_hashes(self.filtered_code, self.k), window, remove_duplicates=False
+        )
+        self.hash_idx: dict[int, list[int]] = {}
+        for value, at in zip(hashes.tolist(), where.tolist()):
+            if value not in discount:
+                self.hash_idx.setdefault(value, []).append(at)
+        self.hashes = set(self.hash_idx)
+        self.token_coverage = get_token_coverage(self.hash_idx, self.k, len(self.filtered_code))
 
 
 def _boilerplate(text: str, setting: Settings) -> set[int]:
     """Every k-gram of the release (not only the winnowed ones): all of it is discounted."""
-    from copydetect import CodeFingerprint
+    from copydetect.utils import filter_code
 
-    return set(
-        CodeFingerprint(
-            "release.py", setting.noise, 1, None, language="python", fp=io.StringIO(text)
-        ).hashes
-    )
+    return set(_kgram_hashes(filter_code(text, "release.py", "python")[0], setting.noise).tolist())
 
 
 def _slices(array, shift: int) -> list[tuple[int, int]]:
@@ -265,7 +320,7 @@ class _Submission:
             self.parts.append(head + code + "\n\n")
             at += len(self.parts[-1])
             if code.strip():
-                self.prints[grade_id] = _fingerprint(code, setting, discount)
+                self.prints[grade_id] = _Prints(code, setting, discount)
         self.text = "".join(self.parts)
         self.own = sum(int(p.token_coverage) for p in self.prints.values())
 
@@ -275,7 +330,7 @@ def _pair(a: str, b: str, one: _Submission, two: _Submission) -> Pair | None:
 
     shared_a = shared_b = 0.0
     slices_a, slices_b = [], []
-    for grade_id in one.prints.keys() & two.prints.keys():
+    for grade_id in [g for g in one.prints if g in two.prints]:  # in cell order, not a set's
         first, second = one.prints[grade_id], two.prints[grade_id]
         if not first.token_coverage or not second.token_coverage:
             continue
@@ -288,9 +343,8 @@ def _pair(a: str, b: str, one: _Submission, two: _Submission) -> Pair | None:
     if not shared_a or not one.own or not two.own:
         return None
     share_a, share_b = float(shared_a / one.own), float(shared_b / two.own)
-    return Pair(
-        a, b, max(share_a, share_b), share_a, share_b, int(round(shared_a)), slices_a, slices_b
-    )
+    shared = int(round(max(shared_a, shared_b)))
+    return Pair(a, b, max(share_a, share_b), share_a, share_b, shared, slices_a, slices_b)
 
 
 def compare(
@@ -367,7 +421,10 @@ def save(course: Path, module: CourseModule, result: Result) -> tuple[Path, Path
     record = {
         "module": result.module,
         "settings": asdict(result.settings),
-        "best": {name: {"score": s, "with": w} for name, (s, w) in sorted(result.best().items())},
+        "best": {
+            name: {"score": s, "with": w, "flagged": f}
+            for name, (s, w, f) in sorted(result.best().items())
+        },
         "flagged": [[p.a, p.b, round(p.score, 4)] for p in result.flagged()],
         "too_short": result.too_short,
     }
@@ -378,7 +435,7 @@ def save(course: Path, module: CourseModule, result: Result) -> tuple[Path, Path
 
 def csv_value(course: Path, assignment: str, student: str) -> str:
     """grades.csv's similarity cell for one assignment (NN_slug): the highest match and with
-    whom ('' when never checked), marked FLAGGED at or above the threshold the check ran with."""
+    whom ('' when never checked), marked FLAGGED when the check that wrote it flagged it."""
     try:
         path = course / "tito" / "similarity" / f"{assignment}.json"
         record = json.loads(path.read_text(encoding="utf-8"))
@@ -388,5 +445,5 @@ def csv_value(course: Path, assignment: str, student: str) -> str:
         return ""
     if not best:
         return ""
-    flag = "FLAGGED " if best["score"] >= threshold else ""
+    flag = "FLAGGED " if best.get("flagged", best["score"] >= threshold) else ""
     return f"{flag}{best['score']:.2f} with {best['with']}"

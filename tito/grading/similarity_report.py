@@ -43,7 +43,7 @@ def page(result) -> str:
     esc = html.escape
     rows = []
     for number, pair in enumerate(result.pairs, 1):  # the table: every pair with shared code
-        mark = ' class="flagged"' if pair.score >= setting.threshold else ""
+        mark = ' class="flagged"' if setting.flags(pair) else ""
         rows.append(
             f"<tr{mark}><td>{number}</td><td>{pair.score:.2f}</td><td>{esc(pair.a)}</td>"
             f"<td>{pair.share_a:.2f}</td><td>{esc(pair.b)}</td><td>{pair.share_b:.2f}</td>"
@@ -56,8 +56,8 @@ def page(result) -> str:
         )
     sections = []
     for number, pair in enumerate(result.pairs, 1):
-        if pair.score < setting.threshold and number > 10:
-            break
+        if not setting.flags(pair) and number > 10:
+            continue  # (pairs come highest score first; a flagged one may follow)
         left = marked(result.texts[pair.a], pair.slices_a)
         right = marked(result.texts[pair.b], pair.slices_b)
         sections.append(
@@ -74,8 +74,8 @@ def page(result) -> str:
     body = (
         f"<h1>Similarity of {esc(result.module)}</h1>\n"
         f"<p>{len(result.texts)} notebooks compared (solution cells only, the release's code "
-        f"discounted). Flagged: a pair where one side shares at least {setting.threshold:.2f} of "
-        f"its own code with the other ({len(flagged)} pairs). A person decides what a match "
+        f"discounted). Flagged: a pair where one side's own code shares with the other at least "
+        f"{esc(setting.describe())} ({len(flagged)} pairs). A person decides what a match "
         f"means; the grade is unchanged.</p>\n{short}"
         '<table class="pairs"><tr><th>#</th><th>score</th><th>a</th><th>share of a</th>'
         f"<th>b</th><th>share of b</th><th></th></tr>\n{''.join(rows)}</table>\n"
