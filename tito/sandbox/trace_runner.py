@@ -12,11 +12,16 @@ JSON record: per check, the events in the order they happened: each forward of a
   (its class, the layer it ran in, the notebook cell and line of the code that called it), each
   backward (the gradient it got and the ones it gave), through the engine or called by the check
   itself (class Direct), each layer's output, and the values the
-  check's probe returned; plus the error the check ended with, if any.
+  check's probe returned; plus the error the check ended with, if any (its first assert that
+  did not hold: a check's asserts, and numpy.testing's, are recorded and the check runs on).
+
+numpy's global generator and `random` are seeded with the job's seed before the cells, each
+check and each probe, so that both runs draw the same numbers (a layer's default weights).
 
 Cells are compiled with the file name "<cell LABEL>", so a frame tells which cell it is in.
 """
 
+import ast
 import json
 import os
 import random
@@ -232,6 +237,11 @@ def _raised_in(err: BaseException) -> list | None:
     return None if found is None or found[1].startswith("<") else found
 
 
+def _failure(err: BaseException) -> dict:
+    """A check's assert that did not hold, where it was (innermost notebook-cell frame first)."""
+    return {"error": CELLS.describe(err), "where": _callers()}
+
+
 def _soften_asserts() -> list:
     """numpy.testing's assert functions record their first failure instead of raising."""
     import numpy.testing as npt
@@ -243,7 +253,7 @@ def _soften_asserts() -> list:
             try:
                 return check(*args, **kwargs)
             except AssertionError as err:
-                failed.append(CELLS.describe(err))
+                failed.append(_failure(err))
 
         return call
 
@@ -251,6 +261,43 @@ def _soften_asserts() -> list:
         if name.startswith("assert_") and callable(getattr(npt, name)):
             setattr(npt, name, soft(getattr(npt, name)))
     return failed
+
+
+SOFT_ASSERT = "__tito_assert_failed__"  # the name a check's rewritten `assert` calls
+
+
+class _SoftAsserts(ast.NodeTransformer):
+    """`assert test, message` becomes `if not test: SOFT_ASSERT(message)`: the condition is
+    evaluated as in the notebook (an error in it stops the check), and a false one is recorded
+    and the check runs on, so that it still returns its numbers for the comparison."""
+
+    def visit_Assert(self, node):
+        self.generic_visit(node)
+        message = node.msg if node.msg is not None else ast.Constant(None)
+        call = ast.Call(ast.Name(SOFT_ASSERT, ast.Load()), [message], [])
+        test = ast.UnaryOp(ast.Not(), node.test)
+        return ast.copy_location(ast.If(test, [ast.Expr(call)], []), node)
+
+
+def _soft_check(code: str):
+    """The check's syntax tree with its asserts recorded instead of raised (its own source when
+    it does not parse: compiling it then reports the error as the notebook would)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    return ast.fix_missing_locations(_SoftAsserts().visit(tree))
+
+
+def _first_failure(record: dict, failed: list, checks: set) -> None:
+    """The check's error is its first assert that did not hold, unless the check stopped first
+    with an error raised in a cell other than a check's (the student's code, named by it)."""
+    if not failed:
+        return
+    if record["error"] is not None and record["where"] and record["where"][0][0] not in checks:
+        return
+    record["error"], record["where"] = failed[0]["error"], failed[0]["where"]
+    record.pop("raised_in", None)
 
 
 def _seed(seed: int) -> None:
@@ -290,6 +337,10 @@ def main() -> None:
     budget = [int(job["max_bytes"]), int(job["max_arrays"])]
     checks = []
     failed = _soften_asserts()
+    namespace[SOFT_ASSERT] = lambda message=None: failed.append(
+        _failure(AssertionError() if message is None else AssertionError(message))
+    )
+    labels = {label for label, _ in job["checks"]}
     for number, (label, code) in enumerate(job["checks"]):
         recorder = Recorder(arrays, budget)
         recorder.check = number
@@ -301,9 +352,9 @@ def main() -> None:
                 Collect.probes = []
             direct.recorder = recorder
             with listen(recorder):
-                # the check's own asserts are off (optimize=1) and numpy's are recorded, not
-                # raised, so that it runs on and returns its numbers for the comparison
-                exec(compile_cell(code, label, optimize=1), namespace)
+                # the check's asserts and numpy's are recorded, not raised, so that it runs on
+                # and returns its numbers for the comparison
+                exec(compile_cell(_soft_check(code), label), namespace)
                 probes = list(Collect.probes or []) if Collect is not None else []
                 if Collect is not None:
                     Collect.probes = None
@@ -321,8 +372,7 @@ def main() -> None:
             direct.recorder = None
             if Collect is not None:
                 Collect.probes = None
-        if failed and record["error"] is None:
-            record["error"] = failed[0]  # the first assertion that did not hold
+        _first_failure(record, failed, labels)
         record["events"], record["dropped"] = recorder.events, recorder.dropped
         checks.append(record)
     wire = CELLS.load_sibling(__file__, "npzwire.py")
