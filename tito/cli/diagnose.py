@@ -23,6 +23,15 @@ def diagnose(
         typer.Option(help="The notebook to diagnose (default: the module's in workspace/)."),
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the checks' random inputs.")] = 0,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="Stop each of the two runs after this many seconds (default 900, or "
+            "TITO_TEST_TIMEOUT), as `tito module complete` does.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Name the first operation where your module's numbers part from the reference's.
 
@@ -32,6 +41,7 @@ def diagnose(
     """
     from tito.grading.edition import holds_reference
     from tito.student.diagnose import diagnose as run
+    from tito.student.runner import timeout_seconds
 
     module = find(key)
     if not holds_reference(module):  # a student edition, before the module is published
@@ -41,7 +51,13 @@ def diagnose(
             hint=f"your instructor can diagnose your submission with "
             f"`tito grade feedback {module.number} --diagnose`",
         )
-    result = run(module, notebook, seed=seed)
+    limit = timeout_seconds(timeout)
+
+    def started(over: str, seconds: float) -> None:
+        console.print(f"running module {module.number:02d}'s checks over {escape(over)} "
+                      f"(stops after {seconds:g} s)")  # fmt: skip
+
+    result = run(module, notebook, seed=seed, timeout=limit, on_run=started)
     console.print(f"diagnose {module.name}: {len(result.checks)} checks, seed {seed}")
     for note in result.notes:
         console.print(f"[bad]your cell failed:[/bad] {escape(note)}")

@@ -57,8 +57,9 @@ class Diagnosis:
 
 
 def trace(cells: list[tuple[str, str]], checks: list[tuple[str, str]], path: list[str], seed: int,
-          timeout: float = TIMEOUT) -> Trace:  # fmt: skip
-    """Run the cells, then each check under the recorder, in a fresh `python -I`."""
+          timeout: float = TIMEOUT, over: str = "the reference") -> Trace:  # fmt: skip
+    """Run the cells, then each check under the recorder, in a fresh `python -I` (`over`: whose
+    code, for the error when it runs out of time)."""
     with tempfile.TemporaryDirectory(prefix="tito-diagnose-") as folder:
         job = {"path": path, "cells": cells, "checks": checks, "seed": seed, "out": folder,
                "max_bytes": limits.LOCAL_TRACE_NUMBERS_BYTES,
@@ -74,7 +75,8 @@ def trace(cells: list[tuple[str, str]], checks: list[tuple[str, str]], path: lis
             )
         except subprocess.TimeoutExpired:
             raise TitoError(
-                f"the checks did not finish in {timeout:g} s", hint="look for an endless loop"
+                f"the checks over {over} did not finish in {timeout:g} s",
+                hint="an endless loop? Fix it; or allow more time: --timeout SECONDS",
             ) from None
         found = Path(folder, "trace.npz")
         if done.returncode != 0 or not found.is_file():
@@ -97,8 +99,11 @@ def _programs(module: CourseModule, notebook: Path):
 
 
 def diagnose(module: CourseModule, notebook: Path | None = None, seed: int = SEED,
-             reference: Trace | None = None) -> Diagnosis:  # fmt: skip
-    """Compare the student's module `module` with the reference, operation by operation."""
+             reference: Trace | None = None, timeout: float = TIMEOUT,
+             on_run=None) -> Diagnosis:  # fmt: skip
+    """Compare the student's module `module` with the reference, operation by operation. Each
+    of the two runs may take `timeout` seconds; `on_run(whose code, timeout)` as each starts."""
+    started = on_run or (lambda over, limit: None)
 
     notebook = notebook or paths.notebook(module)
     theirs, ref_program, cells = _programs(module, notebook)
@@ -109,10 +114,13 @@ def diagnose(module: CourseModule, notebook: Path | None = None, seed: int = SEE
     if reference is None:
         with tempfile.TemporaryDirectory(prefix="tito-reference-") as folder:
             _stage(module, Path(folder), ref_program)
-            reference = trace(_cells(ref_program), checks, [folder], seed)
+            started("the reference", timeout)
+            reference = trace(_cells(ref_program), checks, [folder], seed, timeout)
+    over = f"your notebook {notebook.name}"
     with tempfile.TemporaryDirectory(prefix="tito-yours-") as folder:
         _stage(module, Path(folder), theirs, own=True)
-        student = trace(_cells(theirs), checks, [folder], seed)
+        started(over, timeout)
+        student = trace(_cells(theirs), checks, [folder], seed, timeout, over)
     return explain(module, student, cells, reference)
 
 
