@@ -10,8 +10,8 @@ rng = np.random.default_rng(7)
 X = rng.normal(size=(3, 5, 8))
 
 
-def hint(yours, expected=X):
-    found = compare(yours, expected)
+def hint(yours, expected=X, about=""):
+    found = compare(yours, expected, about=about)
     assert found is not None
     return found.hint
 
@@ -69,10 +69,27 @@ def test_a_sign():
     assert "sign" in hint(-X)
 
 
-def test_a_missing_inverse_square_root_names_d():
-    text = hint(X * np.sqrt(8))
+SCORES = "Div (in layer MultiHeadAttention) attention.ipynb, cell 7, line 23: scores = q @ k"
+
+
+def test_a_missing_inverse_square_root_names_d_for_attention_scores():
+    text = hint(X * np.sqrt(8), about=SCORES)
     assert "1/sqrt(d)" in text and "d = 8" in text
-    assert "d = 64" in hint(X * 8) and "d = 16" in hint(X / 4.0)
+    assert "d = 64" in hint(X * 8, about=SCORES) and "d = 16" in hint(X / 4.0, about=SCORES)
+
+
+def test_a_guess_is_kept_to_the_operations_it_fits():
+    # a factor of sqrt(254) in loading data is no attention scale; a small error in a
+    # training step is no epsilon (neither is in its formula)
+    data = "the value 'images' the check reads test-digits"
+    assert "sqrt" not in hint(X * np.sqrt(254), about=data)
+    assert "sqrt" not in hint(X * 8, about=data) and "8 times larger" in hint(X * 8, about=data)
+    close = X * (1 + 0.01 * rng.uniform(size=X.shape))
+    step = "LinearFunction (in layer Linear) training.ipynb, cell 9: loss = loss_fn(model(x), y)"
+    assert "epsilon" not in hint(close, about=step) and "slightly different" in hint(close)
+    wrong = X.copy()
+    wrong[0, 0, 0] = np.inf
+    assert "epsilon" not in hint(wrong, about=step) and "inf or nan" in hint(wrong, about=step)
 
 
 def test_a_sum_where_a_mean_belongs_names_the_count():
@@ -99,13 +116,14 @@ def test_a_softmax_over_the_wrong_axis_names_both_axes():
 def test_a_missing_epsilon():
     var = X.var(axis=-1, keepdims=True) * 1e-3
     right, wrong = X / np.sqrt(var + 1e-5), X / np.sqrt(var)
-    assert "epsilon" in hint(wrong, right)
+    assert "epsilon" in hint(wrong, right, about="Div (in layer LayerNorm)")
 
 
 def test_not_finite():
     wrong = X.copy()
     wrong[0, 0, 0] = np.inf
-    assert "epsilon" in hint(wrong) and "inf or nan" in hint(wrong)
+    assert "epsilon" in hint(wrong, about="Div (in layer BatchNorm2d)")
+    assert "inf or nan" in hint(wrong)
 
 
 def test_zeros():

@@ -1,19 +1,24 @@
 """How two arrays differ: the size and place of the error, and a guess at its cause from its shape.
 
-`compare(yours, expected, rtol, atol)` returns None when they agree, else a `Difference`. The
-guesses are the slips students make most: a transpose, a sign, a missing 1/sqrt(d) or 1/n, a
+`compare(yours, expected, rtol, atol, about)` returns None when they agree, else a `Difference`.
+The guesses are the slips students make most: a transpose, a sign, a missing 1/sqrt(d) or 1/n, a
 reduction or a broadcast over the wrong axis, a missing epsilon, a value that overflowed. Only
-numbers are compared; nothing here sees code.
+numbers are compared; `about` (words naming the operation: its class, its layer, the student's
+line) only keeps a guess to where it fits: a 1/sqrt(d) scale for attention scores, an epsilon or
+a variance where a normalisation or an optimizer's denominator has one.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 RTOL, ATOL = 1e-4, 1e-5
+SCORES = re.compile(r"attention|attn|score|softmax|query|key", re.I)  # where 1/sqrt(d) belongs
+EPSILON = re.compile(r"norm|eps|var|std|adam|rms", re.I)  # where an epsilon is in the formula
 
 
 @dataclass
@@ -61,18 +66,18 @@ def _shape_hint(yours: np.ndarray, expected: np.ndarray) -> str:
     return "a broadcasting slip: two arrays of different shapes were combined along the wrong axes"
 
 
-def _factor_hint(k: float, scores: bool = False) -> str:
-    """A constant factor, named when it is a square root or a count (for softmax scores, a
-    square root first: that is the scale attention divides by)."""
+def _factor_hint(k: float, scores: bool = False, softmax: bool = False) -> str:
+    """A constant factor, named when it is a count or, for attention scores (`scores`), a
+    square root: the scale attention divides by (for softmax rows, the square root first)."""
     for value, words in ((k, "larger"), (1 / k, "smaller")):
         whole = round(value)
-        if not scores and whole >= 2 and math.isclose(value, whole, rel_tol=1e-4):
+        if not softmax and whole >= 2 and math.isclose(value, whole, rel_tol=1e-4):
+            scale = f", or a missing (or doubled) 1/sqrt(d) scale with d = {whole * whole}"
             return (
                 f"every value is {whole} times {words} than expected: a sum where a mean belongs "
-                f"(or a mean where a sum does) over {whole} values, or a missing (or doubled) "
-                f"1/sqrt(d) scale with d = {whole * whole}"
+                f"(or a mean where a sum does) over {whole} values" + scale * scores
             )
-    for value, words in ((k, "larger"), (1 / k, "smaller")):
+    for value, words in ((k, "larger"), (1 / k, "smaller")) if scores else ():
         square = round(value * value)
         if square >= 2 and math.isclose(value, math.sqrt(square), rel_tol=1e-3):
             return (
@@ -140,12 +145,15 @@ def _sums_to_one(a: np.ndarray) -> list[int]:
                                                                             atol=1e-4)]  # fmt: skip
 
 
-def _value_hint(yours: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> str:
+def _value_hint(yours: np.ndarray, expected: np.ndarray, rtol: float, atol: float,
+                about: str = "") -> str:  # fmt: skip
     finite_y, finite_e = np.isfinite(yours), np.isfinite(expected)
+    epsilon = bool(EPSILON.search(about))
     if (~finite_y & finite_e).any():
         return (
             "yours is inf or nan where the expected value is finite: a division by zero or an "
-            "overflow (a missing epsilon, or exp without subtracting the maximum first)"
+            "overflow (" + "a missing epsilon, or " * epsilon + "exp without subtracting the "
+            "maximum first, or a step too large)"
         )
     if yours.ndim >= 2 and yours.shape[-1] == yours.shape[-2]:
         if _close(yours, np.swapaxes(expected, -1, -2), rtol, atol):
@@ -163,14 +171,14 @@ def _value_hint(yours: np.ndarray, expected: np.ndarray, rtol: float, atol: floa
     k = _softmax_temperature(yours, expected)
     if k is not None:
         return "these softmax rows come from scores that are off by a factor: " + _factor_hint(
-            k, scores=True
+            k, scores=True, softmax=True
         )
     scale = np.abs(expected) > 1e-6 * max(np.abs(expected).max(), 1e-30)
     if scale.any():
         ratios = yours[scale] / expected[scale]
         k = float(np.median(ratios))
         if k != 0 and np.isfinite(k) and _close(yours, k * expected, rtol, atol):
-            return _factor_hint(k)
+            return _factor_hint(k, scores=bool(SCORES.search(about)))
     with np.errstate(all="ignore"):
         diff = np.where(finite_y & finite_e, yours - expected, 0.0).astype(np.float64)
     c = float(diff.mean())
@@ -191,16 +199,23 @@ def _value_hint(yours: np.ndarray, expected: np.ndarray, rtol: float, atol: floa
             f"axis={pair[0]} belongs)"
         )
     rel = np.abs(diff) / (np.abs(expected) + atol)
-    if float(rel.max()) < 5e-2:
+    if float(rel.max()) < 5e-2 and epsilon:
         return (
             "close but not equal everywhere (under 5% off): a missing or different epsilon, or a "
             "slightly different formula (a biased vs unbiased variance, float32 vs float64)"
         )
+    if float(rel.max()) < 5e-2:
+        return (
+            "close but not equal everywhere (under 5% off): a slightly different formula, or a "
+            "step in float32 where float64 belongs (or the other way round)"
+        )
     return "the error has no simple pattern: recheck this step's formula against the lesson"
 
 
-def compare(yours, expected, rtol: float = RTOL, atol: float = ATOL) -> Difference | None:
-    """None if `yours` matches `expected` within the tolerances, else how it differs."""
+def compare(yours, expected, rtol: float = RTOL, atol: float = ATOL,
+            about: str = "") -> Difference | None:  # fmt: skip
+    """None if `yours` matches `expected` within the tolerances, else how it differs (`about`:
+    words naming the operation, that keep each guess to where it fits)."""
     yours, expected = np.asarray(yours), np.asarray(expected)
     if yours.shape != expected.shape:
         return Difference(
@@ -221,7 +236,7 @@ def compare(yours, expected, rtol: float = RTOL, atol: float = ATOL) -> Differen
         f"max rel error {_fmt(float(rel.max()))}; "
         f"{wrong:.0%} of {expected.size} values off"
     )
-    return Difference(summary, _value_hint(y64, e64, rtol, atol))
+    return Difference(summary, _value_hint(y64, e64, rtol, atol, about))
 
 
 __all__ = ["Difference", "compare"]

@@ -24,9 +24,9 @@ ENGINE_HINT = (
 STOPPED = "the check stopped with an error"
 ASSERTED = "an assert of the check does not hold"
 ASSERT_HINT = (
-    "no operation's numbers differ from the reference, so this assert tests something else of "
-    "your code (a view or a copy, a dtype, an attribute, a gradient left alone): read it and "
-    "what the lesson says about it"
+    "no operation recorded differs from the reference, so this assert checks something done "
+    "outside them (in plain numpy: an update or a scale applied in place, a view or a copy, a "
+    "dtype, an attribute, a gradient left alone): read it and what the lesson says about it"
 )
 
 
@@ -87,13 +87,19 @@ class Cells:
         return line
 
 
-def _compare(yours, expected) -> Difference | None:
-    """compare() for recorded values, which are missing when an output was not numeric."""
+def _compare(yours, expected, about: str = "") -> Difference | None:
+    """compare() for recorded values, which are missing when an output was not numeric
+    (`about`: words naming the operation, for the guess at a cause)."""
     if expected is None or expected is NOT_KEPT or yours is NOT_KEPT:
         return None  # nothing to compare: not numeric in the reference, or not kept
     if yours is None:
         return Difference("no numeric value where the reference has one", "return the array")
-    return compare(yours, expected)
+    return compare(yours, expected, about=about)
+
+
+def _about(event: dict, place: str) -> str:
+    """The words that name an operation: its class, its layer and the student's line."""
+    return f"{event['op']} {event.get('layer') or ''} {place}"
 
 
 def _align(mine: list[dict], ref: list[dict]) -> dict[int, int]:
@@ -124,21 +130,32 @@ def first_difference(mine: dict, ref: dict, student: Trace, reference: Trace,
         if i not in pairs:
             continue
         ref_event = ref_forwards[pairs[i]]
-        found = _compare(student.value(event, "out"), reference.value(ref_event, "out"))
+        place = cells.place([event.get("defined")]) or cells.place(event.get("called"))
+        about = _about(event, place)
+        found = _compare(student.value(event, "out"), reference.value(ref_event, "out"), about)
         if found is not None:
-            found.hint = _input_hint(event, ref_event, student, reference) or found.hint
-            place = cells.place([event.get("defined")]) or cells.place(event.get("called"))
-            return Finding(check, f"{_label(event, 'forward')}", found.summary, found.hint, place)
+            differs = _differing_input(event, ref_event, student, reference, about)
+            what, runs = _label(event, "forward"), _runs_before(forwards[:i], pairs, event)
+            if differs and runs:  # the same line gave the reference's numbers before
+                what += f", first different at its call {runs + 1} from the same line"
+                return Finding(check, what, found.summary, _built_up(event, runs, differs), place)
+            hint = found.hint
+            if differs:
+                hint = f"its input {differs[0] + 1} already differs ({differs[1].summary}): "
+                hint += differs[1].hint
+            return Finding(check, what, found.summary, hint, place)
     layers = [e for e in events if e["kind"] == "layer"]
     ref_layers = [e for e in ref_events if e["kind"] == "layer"]
     layer_pairs = _align(layers, ref_layers)
     for i, event in enumerate(layers):
         if i in layer_pairs:
+            where = cells.place(event.get("called")) or cells.place([event.get("defined")])
             found = _compare(
-                student.value(event, "out"), reference.value(ref_layers[layer_pairs[i]], "out")
+                student.value(event, "out"),
+                reference.value(ref_layers[layer_pairs[i]], "out"),
+                _about(event, where),
             )
             if found is not None:
-                where = cells.place(event.get("called")) or cells.place([event.get("defined")])
                 return Finding(
                     check, f"output of layer {event['op']}", found.summary, found.hint, where
                 )
@@ -161,7 +178,9 @@ def first_difference(mine: dict, ref: dict, student: Trace, reference: Trace,
         if ours is None:
             continue
         found = _compare(
-            student.value(events[ours], "out"), reference.value(ref_events[index], "out")
+            student.value(events[ours], "out"),
+            reference.value(ref_events[index], "out"),
+            f"{name} {check}",
         )
         if found is not None:
             return Finding(check, f"the value '{name}' the check reads", found.summary,
@@ -179,14 +198,40 @@ def _stopped(check: str, mine: dict, cells: Cells) -> Finding:
     return Finding(check, STOPPED + own, mine["error"], _error_hint(mine["error"], place), place)
 
 
-def _input_hint(event, ref_event, student: Trace, reference: Trace) -> str:
-    """When an operation's own inputs already differ, the step before it (which the reference
-    made and the student did not, or the other way round) is the cause: say how they differ."""
+def _runs_before(earlier: list[dict], pairs: dict, event: dict) -> int:
+    """How many times the line that called `event` called the same operation before, each
+    time with the reference's numbers (every forward before the first difference matched)."""
+    site = (event.get("called") or [None])[0]
+    if site is None:
+        return 0
+    return sum(1 for j, e in enumerate(earlier) if j in pairs and e["op"] == event["op"]
+               and (e.get("called") or [None])[0] == site)  # fmt: skip
+
+
+def _built_up(event: dict, runs: int, differs: tuple) -> str:
+    """The hint for a line that gave the reference's numbers before and now gets other inputs,
+    though no operation before it differs: something carried between the runs of a loop."""
+    times = "once" if runs == 1 else f"{runs} times"
+    return (
+        f"this line called {event['op']} {times} before with the reference's numbers; now its "
+        f"input {differs[0] + 1} differs ({differs[1].summary}) though no operation before it "
+        "does, so the difference builds up over the steps of a loop, in what one step hands the "
+        "next (a learning rate or schedule, gradients not zeroed, an update or a clip not done "
+        "in place), not on this line"
+    )
+
+
+def _differing_input(event, ref_event, student: Trace, reference: Trace, about: str = ""):
+    """(k, how) of the first input of an operation that already differs from the reference's:
+    then the step before it (which the reference made and the student did not, or the other
+    way round) is the cause. None when every input matches."""
     for k in range(len(event.get("shapes", []))):
-        found = _compare(student.value(event, f"in{k}"), reference.value(ref_event, f"in{k}"))
+        found = _compare(
+            student.value(event, f"in{k}"), reference.value(ref_event, f"in{k}"), about
+        )
         if found is not None:
-            return f"its input {k + 1} already differs ({found.summary}): {found.hint}"
-    return ""
+            return k, found
+    return None
 
 
 def _engine_note(name: str, compared: int) -> str:
@@ -234,9 +279,10 @@ def _backward_difference(check, events, ref_events, pairs, student, reference, c
             yours, expected = student.value(event, f"g{k}"), reference.value(ref_event, f"g{k}")
             if expected is None or expected is NOT_KEPT or yours is NOT_KEPT:
                 continue
-            found = _compare(np.zeros_like(expected) if yours is None else yours, expected)
+            place = cells.place([event.get("defined")]) or cells.place(forward.get("called"))
+            found = _compare(np.zeros_like(expected) if yours is None else yours, expected,
+                             _about(forward, place))  # fmt: skip
             if found is not None:
-                place = cells.place([event.get("defined")]) or cells.place(forward.get("called"))
                 which = f"gradient for input {k + 1} of {event['count']}"
                 return Finding(check, f"{_label(forward, 'backward')}, {which}", found.summary,
                                found.hint, place), compared  # fmt: skip
