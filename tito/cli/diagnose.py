@@ -73,6 +73,8 @@ def diagnose(
             console.print(f"  at {escape(finding.place)}")
         console.print(f"  [note]likely:[/note] {escape(finding.hint)}")
     if result.clean and not result.notes:
-        ok(f"every operation of module {module.number:02d}'s checks matches the reference")
+        ok(f"module {module.number:02d}'s checks hold and every operation matches the reference")
+        console.print(f"`tito module complete {module.number}` runs the module's tests, which "
+                      "check more than these")  # fmt: skip
         return
     raise typer.Exit(1)
