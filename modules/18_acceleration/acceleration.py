@@ -357,7 +357,7 @@ class SortedEmbeddingLookup(Function):
         if flat_ids.size == 0:
             return (out,)
         ### BEGIN SOLUTION
-        rows = grad.reshape(-1, grad.shape[-1])  # (N, D)
+        rows = grad.reshape(flat_ids.size, -1)  # (N, D): one row per looked-up id
         order = np.argsort(flat_ids, kind="stable")
         sorted_ids = flat_ids[order]
         starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])  # runs begin

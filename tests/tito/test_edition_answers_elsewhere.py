@@ -149,3 +149,11 @@ def test_no_product_code_built_on_a_module_spells_out_its_solution(module, relea
             if edition._spoken(line) & secret
         ]
     assert not found, found
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
+def test_an_edition_that_holds_back_one_module_holds_no_line_of_it(module):
+    """Publishing every module but one (a later one ahead of one it builds on) ships the later
+    lessons with their solutions: none of them may spell out a line of the one held back."""
+    secret = edition.secrets([module], PACKAGE_ROOT)
+    assert edition.leaks_in(edition.contents([module], PACKAGE_ROOT), secret) == []

@@ -257,7 +257,7 @@ class Llama(Module):
             x = block(x, mask, start, cache)
         x = self.norm(x)
         if self.lm_head is None:
-            return x @ self.token_embedding.weight.T  # (B, T, vocab_size), tied
+            return x @ self.token_embedding.weight.transpose()  # (B, T, vocab_size), tied
         return self.lm_head(x)  # (B, T, vocab_size)
 
     # The next logits and the sampling loop are given: module 13's steps, on this model.

@@ -174,6 +174,10 @@ SHARED: dict[int, dict[str, str]] = {
         "self.has_bias = bias is not None": "the flag of any layer with an optional bias",
         "seen.add(id(value))": "marking an object visited, as any walk over a module tree does",
         "out = rows @ weight": "the matrix product the lesson's formula states",
+        "gb = g.sum(axis=0)": "a bias's gradient: the output gradient summed over rows",
+        "self.weight = Tensor(np.random.uniform(-bound, bound, shape), requires_grad=True)": (
+            "PyTorch's uniform initialisation, the one rule module 09's Conv2d also states"
+        ),
     },
     7: {
         "optimizer.zero_grad()": "the training loop's call of module 06's optimizer",
