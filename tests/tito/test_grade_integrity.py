@@ -425,7 +425,7 @@ def test_each_failure_names_its_real_cause_and_cell(graded):
     )
     stubborn = graded[1].outcomes["stubborn"]
     matmul = next(c for c in stubborn.checks if c.grade_id == "test-matmul")
-    assert matmul.reason.startswith("MatMul.forward, MatMul.backward (cell 'matmul'): ")
+    assert matmul.reason.startswith("MatMul.forward (cell 'matmul'): ")  # where it ran out
     assert f"(cell 'matmul'): timeout: stopped after {TIMEOUT} s" in matmul.reason
     # stopped within its limit; the other two checks of that submission take a second or so
     assert stubborn.seconds < limits.check_seconds(TIMEOUT) + 6

@@ -462,7 +462,7 @@ def test_a_slip_costs_the_checks_that_declare_its_cell_and_nothing_else(course, 
         assert lost <= declaring, f"module {number}: the slip '{student}' cost {lost - declaring}"
         for check in outcome.checks:
             if not check.passed:
-                assert f"(cell '{cell}')" in check.reason, check.reason
+                assert f"cell '{cell}'" in check.reason, check.reason
 
 
 def test_grades_csv_names_every_lost_check_and_its_function(course):

@@ -22,6 +22,7 @@ machinery (tito/curriculum/refusals.py): defence in depth, not the wall.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shutil
 import tempfile
@@ -116,6 +117,7 @@ def build_job(program: Program, nonces: list[str], paths: list[str], timeout: fl
         "timeout": timeout,
         "cells": cells,
         "seed": seed,
+        "solutions": sorted(_solutions(program.merged)),  # where a timeout is the student's
     }
     return json.dumps(dict(job, checks=checks))
 
@@ -183,8 +185,11 @@ def run_checks(module: CourseModule, program: Program, stage: Path, timeout: flo
 
 def culprit(mine: judge.Numbers, reason: str, known: list[str]) -> str:
     """The function a failed check's numbers point at, if the runner could tell and it is one
-    the check's cells ask for (`known`): the one a probe failed in, else the one that made the
-    first value that differs."""
+    the check's cells ask for (`known`): the one whose time ran out, the one a probe failed in,
+    else the one that made the first value that differs."""
+    stalled = re.match(r"timeout: stopped after \S+ s in (\S+) \(cell '", reason)
+    if stalled:
+        return stalled[1] if stalled[1] in known else ""
     for probe in mine.probes:
         if probe.get("error"):
             name = probe.get("blame")
@@ -323,13 +328,21 @@ def _blamed(scored: Scored, source: nbformat.NotebookNode) -> Scored:
     return scored
 
 
+UNSHOWN = "the run did not show which function"
+
+
 def _measures(source: nbformat.NotebookNode, check: Check) -> str:
     """What a lost check's reason starts with: the function whose result was wrong, when the
     probe's run could tell (with the other cells it measures, whose results that function may
-    have used), else every function the check measures."""
-    cell = cell_functions(source, check.grades).get(check.culprit)
-    if not cell:
+    have used); else the cells it measures, saying the run did not show which of their functions
+    (a refused cell, or cells of one function between them, are named as they are)."""
+    functions = cell_functions(source, check.grades)
+    cell = functions.get(check.culprit)
+    if not cell and (check.refused or len(functions) <= 1):
         return describe_cells(source, check.grades)
+    if not cell:
+        cells = ", ".join(f"'{c}'" for c in check.grades)
+        return f"cell{'s' if len(check.grades) > 1 else ''} {cells} ({UNSHOWN})"
     named = f"{check.culprit} (cell '{cell}')"
     others = tuple(other for other in check.grades if other != cell)
     return f"{named}, or what it uses of {describe_cells(source, others)}" if others else named

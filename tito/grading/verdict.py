@@ -81,7 +81,9 @@ def process_reason(ending: Ending, timeout: float) -> str:
     if ending.ended is None:
         return "the grading process ended before this check ran"
     if ending.ended.startswith("timeout"):
-        return f"timeout: stopped after {timeout:g} s and killed (it ignored the stop)"
+        place = ending.ended.partition(" in ")[2]  # where its time ran out, when the runner knows
+        where = f" in {place}" if place else ""
+        return f"timeout: stopped after {timeout:g} s{where} and killed (it ignored the stop)"
     return f"{ENDINGS.get(ending.ended, f'ended with {ending.ended}')}, before the check finished"
 
 
@@ -128,9 +130,12 @@ def alone(verdict: Verdict, points: float, judged_alone: str | None) -> Verdict:
 
 
 def blame(reason: str, measures: str) -> str:
-    """A lost check's reason as the student reads it: the function(s) it measures first."""
+    """A lost check's reason as the student reads it: the function(s) it measures first (and
+    not again where the reason says where its time ran out)."""
     if not reason or not measures or reason.startswith(measures):
         return reason
+    if reason.startswith("timeout"):
+        reason = reason.replace(f" in {measures}", "", 1)
     return f"{measures}: {reason}"
 
 

@@ -359,6 +359,6 @@ def stage_script(name: str, work: Path) -> str:
     """Copy the sandbox script `name` (check_runner.py, trace_runner.py) into `work` with the
     files it loads from beside it; returns the name to run."""
     here = Path(__file__).parent
-    for file in (name, "cells.py", "npzwire.py"):
+    for file in (name, "cells.py", "npzwire.py", "stalls.py", "probe_watch.py"):
         shutil.copyfile(here / file, work / file)
     return name

@@ -25,7 +25,6 @@ code away from frames, sys, os and the other ways to read it.
 
 import json
 import os
-import re
 import resource
 import runpy
 import select
@@ -35,9 +34,13 @@ import time
 import traceback
 import types
 
-# tito/sandbox/cells.py, from the copy next to this file (the runner never imports tito)
-CELLS = types.SimpleNamespace(
-    **runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cells.py"))
+# tito/sandbox/cells.py, stalls.py and probe_watch.py, from the copies next to this file (the
+# runner never imports tito)
+CELLS, STALLS, WATCH = (
+    types.SimpleNamespace(
+        **runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), name))
+    )
+    for name in ("cells.py", "stalls.py", "probe_watch.py")
 )
 
 # numpy's public modules become read-only, so graded code cannot swap the functions a check
@@ -50,6 +53,11 @@ NUMBERS_BYTES = 0
 WIRE = (
     None  # tito/sandbox/npzwire.py, loaded from the copy next to this file once numpy can be found
 )
+SOLUTIONS = frozenset()  # the labels of the solution cells (the job's "solutions")
+REPORT = -1  # in a check's process: the pipe it tells the runner through where its time ran out
+# code that ran out of time in an earlier check of this submission: (cell label, cell text,
+# qualified name, first line) -> the error (a CellTimeout) a later check raises at once there
+STALLED: dict = {}
 
 
 class _ReadOnlyModule(types.ModuleType):
@@ -76,13 +84,24 @@ def _freeze() -> None:
 
 
 class CellTimeout(BaseException):
-    """Raised in the running cell when its time is up (a BaseException, like KeyboardInterrupt)."""
+    """Raised in the running cell when its time is up (a BaseException, like KeyboardInterrupt);
+    its argument is where the time ran out. A subclass with a `reason` stands in, in a later
+    check, for code that already ran out of time (STALLED)."""
 
     seconds = 0.0
+    reason = ""
 
 
 def _alarm(signum, frame):
-    raise CellTimeout()
+    """Time is up: tell the runner where (before anything else, for code that then ignores the
+    stop and is killed), and stop the code there."""
+    place = STALLS.where(frame, SOLUTIONS)
+    if place is not None and REPORT >= 0:
+        try:
+            os.write(REPORT, (json.dumps(place) + "\n").encode()[:4096])
+        except OSError:
+            pass
+    raise CellTimeout(STALLS.describe(*place[:2]) if place else "")
 
 
 def _run(code, namespace, seconds: float) -> None:
@@ -96,92 +115,15 @@ def _run(code, namespace, seconds: float) -> None:
 
 def _describe(err: BaseException) -> str:
     if isinstance(err, CellTimeout):
-        return f"timeout: stopped after {CellTimeout.seconds:g} s"
+        if err.reason:
+            return err.reason
+        place = err.args[0] if err.args and isinstance(err.args[0], str) else ""
+        return f"timeout: stopped after {CellTimeout.seconds:g} s" + (
+            f" in {place}" if place else ""
+        )
     if isinstance(err, MemoryError):
         return "out of memory (MemoryError)"
     return CELLS.describe(err)
-
-
-class _Watch:
-    """While a probe runs: which of the student's functions (`functions`, Class.method names the
-    check's cells ask for) returned which arrays, so a failure can name the function whose
-    result was wrong. Only names leave this process, and tito keeps only names it knows."""
-
-    def __init__(self, namespace: dict, functions: list[str], check_file: str, lines: list[str]):
-        wanted = set(functions)
-        self.codes, self.made = {}, {}
-        self.check_file, self.lines = check_file, lines
-        for value in list(namespace.values()):
-            for code in _codes(value):
-                name = code.co_qualname
-                if name in wanted or name.split(".")[0] in wanted:
-                    self.codes[code] = name
-
-    def profile(self, frame, event, arg):
-        if event == "return" and frame.f_code in self.codes:
-            name = self.codes[frame.f_code]
-            try:
-                for pointer in _pointers(arg):
-                    self.made[pointer] = name
-            except Exception:
-                pass
-
-    def source_of(self, value) -> str:
-        return next((self.made[p] for p in _pointers(value) if p in self.made), "")
-
-    def blame(self, err: BaseException) -> str:
-        """The function a failure points at: the student's function it was raised in, else
-        the one that made an array the failing line of the probe reads; "" when neither."""
-        inside, frame, line = "", None, 0
-        tb = err.__traceback__
-        while tb is not None:
-            code = tb.tb_frame.f_code
-            inside = self.codes.get(code, inside)
-            if code.co_filename == self.check_file:
-                frame, line = tb.tb_frame, tb.tb_lineno
-            tb = tb.tb_next
-        if inside:
-            return inside
-        if frame is not None and 0 < line <= len(self.lines):
-            for word in re.findall(r"[A-Za-z_]\w*", self.lines[line - 1]):
-                found = self.source_of(frame.f_locals.get(word))
-                if found:
-                    return found
-        return ""
-
-
-def _codes(value) -> list:
-    """The code objects of a function or of a class's methods (not entered further)."""
-    if isinstance(value, types.FunctionType):
-        return [value.__code__]
-    if not isinstance(value, type):
-        return []
-    found = []
-    for item in list(vars(value).values()):
-        item = getattr(item, "__func__", item)  # staticmethod, classmethod
-        if isinstance(item, property):
-            item = item.fget
-        if isinstance(item, types.FunctionType):
-            found.append(item.__code__)
-    return found
-
-
-def _pointers(value) -> list[int]:
-    """Where the arrays of a value (an array, a Tensor's .data, a tuple of them) start in
-    memory, with the arrays they are views of."""
-    import numpy as np
-
-    items = value if isinstance(value, (tuple, list)) else (value,)
-    found = []
-    for item in items[:16]:
-        if not isinstance(item, np.ndarray):
-            own = getattr(item, "__dict__", None)
-            item = own.get("data") if isinstance(own, dict) else None
-        depth = 0
-        while isinstance(item, np.ndarray) and depth < 4:
-            found.append(item.__array_interface__["data"][0])
-            item, depth = item.base, depth + 1
-    return found
 
 
 def _probes(compiled, namespace, seed: int, check: dict | None = None):
@@ -201,7 +143,9 @@ def _probes(compiled, namespace, seed: int, check: dict | None = None):
     arrays, records, budget = {}, [], NUMBERS_BYTES
     check = check or {}
     lines = str(check.get("code", "")).splitlines()
-    watch = _Watch(namespace, check.get("functions") or [], f"<cell {check.get('label')}>", lines)
+    watch = WATCH.Watch(
+        namespace, check.get("functions") or [], f"<cell {check.get('label')}>", lines
+    )
     for number, probe in enumerate(probes):
         record = {"name": str(getattr(probe, "__name__", "probe"))[:100], "keys": [], "error": ""}
         record["tolerance"] = dict(getattr(probe, "tolerance", {}))
@@ -250,7 +194,7 @@ def _check(job: dict, check: dict) -> None:
         if index > check["index"]:
             break
         try:
-            _run(compile_cell(code, label), namespace, setup_ends - time.monotonic())
+            _run(_compiled(compile_cell, code, label), namespace, setup_ends - time.monotonic())
         except BaseException as err:
             write(f"\n{nonce} note {label}: {_describe(err)}\n")
     write(f"\n{nonce} begin\n")
@@ -279,6 +223,58 @@ def _check(job: dict, check: dict) -> None:
     write(f"\n{nonce} {verdict}\n")
     flush()
     os._exit(0)  # no atexit hook or finalizer of graded code runs after the verdict
+
+
+def _compiled(compile_cell, code: str, label: str):
+    """A cell before the check, compiled, with the code that ran out of time in an earlier
+    check swapped for code that raises that timeout at once (the whole cell, when it was the
+    cell's own top level that ran out)."""
+    compiled = compile_cell(code, label)
+    error = STALLED.get((label, code, compiled.co_qualname, compiled.co_firstlineno))
+    if error is not None:
+        raise error
+    return STALLS.replace(compiled, STALLED, label, code) if STALLED else compiled
+
+
+def _reported(pipe: int) -> list:
+    """The places a finished check's process said its time ran out (at most 64 KiB of them)."""
+    os.set_blocking(pipe, False)
+    data = b""
+    try:
+        while len(data) < 65536:
+            chunk = os.read(pipe, 65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    places = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        try:
+            label, name, first = json.loads(line)
+        except (ValueError, TypeError):
+            continue
+        if isinstance(label, str) and isinstance(name, str) and isinstance(first, int):
+            places.append((label, name, first))
+    return places
+
+
+def _remember(places: list, job: dict, check: dict) -> str:
+    """Keep each place where a check's time ran out in a cell before it (STALLED), so later
+    checks fail at once there; returns the first place, as a student reads it ("" if none)."""
+    cells = {label: code for label, code, index in check.get("cells") or job["cells"]
+             if index <= check["index"]}  # fmt: skip
+    said = ""
+    for label, name, first in places:
+        said = said or STALLS.describe(label, name)
+        if label not in cells or (label, cells[label], name, first) in STALLED:
+            continue
+        reason = (f"timeout: stopped after {job['timeout']:g} s in {STALLS.describe(label, name)}"
+                  f", first in {check['label']}; not run again")  # fmt: skip
+        STALLED[(label, cells[label], name, first)] = type(
+            "CellTimeout", (CellTimeout,), {"reason": reason}
+        )
+    return said
 
 
 def _collect(pid: int, pipe: int, seconds: float) -> tuple[bytes, str]:
@@ -321,11 +317,13 @@ def _load_wire() -> None:
 
 def main() -> None:
     """Import numpy once, freeze it, then fork one fresh child per check: every check starts
-    from the same state, in which no student code has run yet."""
-    global OUTPUT_LIMIT, NUMBERS_BYTES
+    from the same state, in which no student code has run yet (but code that ran out of time in
+    an earlier check is known, STALLED)."""
+    global OUTPUT_LIMIT, NUMBERS_BYTES, SOLUTIONS, REPORT
     job = json.loads(sys.stdin.read())
     sys.stdin.close()
     OUTPUT_LIMIT, NUMBERS_BYTES = int(job["output_bytes"]), int(job["numbers_bytes"])
+    SOLUTIONS = frozenset(job.get("solutions") or ())
     for name, value in job["limits"].items():
         resource.setrlimit(getattr(resource, name), (value, value))
     sys.path[:0] = job["path"]
@@ -338,9 +336,11 @@ def main() -> None:
     for check in checks:
         sys.stdout.flush()
         read_end, write_end = os.pipe()
+        report_read, REPORT = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(read_end)
+            os.close(report_read)
             os.dup2(write_end, 1)
             os.dup2(write_end, 2)
             os.close(write_end)
@@ -350,8 +350,14 @@ def main() -> None:
             del checks
             _check(job, check)
         os.close(write_end)
+        os.close(REPORT)
+        REPORT = -1
         output, ending = _collect(pid, read_end, 2 * job["timeout"] + 1)
         os.close(read_end)
+        place = _remember(_reported(report_read), job, check)
+        os.close(report_read)
+        if place and ending.startswith("timeout"):
+            ending += f" in {place}"
         out.write(output + f"\n{check['nonce']} ended {ending}\n".encode())
         out.flush()
     os._exit(0)
