@@ -33,10 +33,14 @@ def test_betas_not_a_pair():
 @pytest.mark.parametrize(
     ("make", "name"),
     [
-        (lambda: SGD([_p()], lr=0.1, momentum=-0.5), "momentum"),
-        (lambda: SGD([_p()], lr=0.1, weight_decay=-1), "weight_decay"),
-        (lambda: Adam([_p()], eps=-1e-8), "eps"),
-        (lambda: AdamW([_p()], weight_decay=-0.01), "weight_decay"),
+        pytest.param(lambda: SGD([_p()], lr=0.1, momentum=-0.5), "momentum", id="SGD-momentum"),
+        pytest.param(
+            lambda: SGD([_p()], lr=0.1, weight_decay=-1), "weight_decay", id="SGD-weight_decay"
+        ),
+        pytest.param(lambda: Adam([_p()], eps=-1e-8), "eps", id="Adam-eps"),
+        pytest.param(
+            lambda: AdamW([_p()], weight_decay=-0.01), "weight_decay", id="AdamW-weight_decay"
+        ),
     ],
 )
 def test_negative_hyperparameters(make, name):

@@ -6,10 +6,10 @@ import pytest
 from tinytorch.core.optimizers import SGD, Adam, AdamW
 from tinytorch.core.tensor import Tensor
 
-MAKERS = [
-    lambda ps: SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01),
-    lambda ps: Adam(ps, lr=0.01, weight_decay=0.01),
-    lambda ps: AdamW(ps, lr=0.01),
+MAKERS = [  # the id names the optimizer a failing test ran
+    pytest.param(lambda ps: SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01), id="SGD"),
+    pytest.param(lambda ps: Adam(ps, lr=0.01, weight_decay=0.01), id="Adam"),
+    pytest.param(lambda ps: AdamW(ps, lr=0.01), id="AdamW"),
 ]
 
 
@@ -87,6 +87,43 @@ def test_zero_grad_drops_or_zeroes_in_place():
     assert params[0].grad is kept and not kept.any() and params[1].grad is None
     opt.zero_grad()
     assert all(p.grad is None for p in params)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [  # without weight decay too: then nothing makes a new array of the gradient on the way
+        *MAKERS,
+        pytest.param(lambda ps: SGD(ps, lr=0.1, momentum=0.9), id="SGD-no-decay"),
+        pytest.param(lambda ps: Adam(ps, lr=0.01), id="Adam-no-decay"),
+    ],
+)
+def test_a_gradient_array_kept_between_steps_is_never_the_state(make):
+    """A training loop may keep each .grad array: zero_grad(set_to_none=False) zeroes it in place
+    and backward adds into it. The optimizer's state (SGD's momentum buffer, Adam's moments)
+    never shares its memory, so the steps equal those of fresh gradient arrays, and .grad holds
+    the gradient after each step."""
+    rng = np.random.default_rng(5)
+    kept, fresh = _params(), _params()
+    opt_kept, opt_fresh = make(kept), make(fresh)
+    for p in kept:
+        p.grad = np.zeros(p.shape, dtype=np.float32)
+    for _ in range(4):
+        grads = _grads(rng, kept)
+        opt_kept.zero_grad(set_to_none=False)
+        for p, g in zip(kept, grads):
+            p.grad += g  # into the same array, as backward accumulates
+        opt_kept.step()
+        _step(opt_fresh, fresh, grads)
+        for p, g in zip(kept, grads):
+            np.testing.assert_array_equal(p.grad, g)  # the step left .grad alone
+    for p, q in zip(kept, fresh):
+        np.testing.assert_allclose(p.data, q.data, rtol=1e-6, atol=1e-7)
+    for state in opt_kept.state:
+        for name, value in state.items():
+            shared = [
+                np.shares_memory(value, p.grad) for p in kept if isinstance(value, np.ndarray)
+            ]
+            assert not any(shared), f"state[{name!r}] is a gradient array, not a copy of it"
 
 
 def test_lr_is_a_plain_attribute():

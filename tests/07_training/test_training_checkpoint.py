@@ -34,7 +34,13 @@ def _batches(n, seed=0):
     ]
 
 
-@pytest.mark.parametrize("make", [lambda ps: AdamW(ps, lr=1e-2), lambda ps: SGD(ps, 0.1, 0.9)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda ps: AdamW(ps, lr=1e-2), id="AdamW"),
+        pytest.param(lambda ps: SGD(ps, 0.1, 0.9), id="SGD"),
+    ],
+)
 def test_round_trip_resumes_training_identically(tmp_path, make):
     batches = _batches(6)
     seed_everything(0)

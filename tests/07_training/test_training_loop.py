@@ -56,9 +56,9 @@ def test_linear_model_recovers_a_noisy_line():
 @pytest.mark.parametrize(
     "make",
     [
-        lambda ps: SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-4),
-        lambda ps: Adam(ps, lr=1e-2),
-        lambda ps: AdamW(ps, lr=1e-2),
+        pytest.param(lambda ps: SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-4), id="SGD"),
+        pytest.param(lambda ps: Adam(ps, lr=1e-2), id="Adam"),
+        pytest.param(lambda ps: AdamW(ps, lr=1e-2), id="AdamW"),
     ],
 )
 def test_everything_stays_float32_after_a_step(make):

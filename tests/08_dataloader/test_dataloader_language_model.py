@@ -44,6 +44,19 @@ def test_random_batch_is_one_gather_of_valid_windows():
     assert len(np.unique(starts)) > 1
 
 
+@pytest.mark.parametrize("stride", [2, 4, 7])
+def test_random_batch_draws_window_indices_with_a_stride(stride):
+    """random_batch picks among the dataset's windows (every `stride`-th start), not among
+    token positions: each row is one of those windows, and every window can be drawn."""
+    tokens = np.arange(50)
+    ds = LanguageModelDataset(tokens, seq_len=4, stride=stride)
+    x, y = ds.random_batch(400, rng=0)
+    starts = x[:, 0]
+    assert set(starts.tolist()) == {int(ds[i][0][0]) for i in range(len(ds))}
+    np.testing.assert_array_equal(x, starts[:, None] + np.arange(4))
+    np.testing.assert_array_equal(y, x + 1)
+
+
 def test_loader_over_windows_covers_each_window_once():
     tokens = np.arange(30)
     ds = LanguageModelDataset(tokens, seq_len=4)

@@ -122,6 +122,17 @@ def test_save_load_round_trip(tmp_path, trained):
     assert loaded.decode(trained.encode(sample)) == sample
 
 
+def test_a_cut_multibyte_character_decodes_to_a_replacement(trained):
+    """A sampling model can stop, or put a token, in the middle of a UTF-8 character: decode
+    shows U+FFFD there (as the lesson says) and the rest of the text as it is, never raising."""
+    euro = list("€".encode())  # three bytes
+    cut = BPETokenizer().decode([*b"ab", *euro[:2], *b"cd"])
+    assert cut.startswith("ab") and cut.endswith("cd") and "\ufffd" in cut
+    assert set(BPETokenizer().decode(euro[1:])) == {"\ufffd"}  # continuation bytes alone
+    ids = trained.encode("the dog 🙂")
+    assert set(trained.decode(ids[:-1])[len("the dog ") :]) == {"\ufffd"}  # 4 bytes, cut short
+
+
 def test_bad_input_gives_clear_errors(tmp_path, trained):
     assert trained.decode(trained.encode("ok")) == "ok"
     with pytest.raises(ValueError, match="at least 256"):
