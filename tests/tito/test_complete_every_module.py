@@ -7,6 +7,7 @@ directly (tests/NN_slug): each `complete` here runs one test file of its module.
 """
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 from tito.curriculum import notebooks
 from tito.curriculum.catalog import MODULES, find
 from tito.curriculum.paths import PACKAGE_ROOT
+from tito.curriculum.program import build_program
 
 
 @pytest.fixture
@@ -60,15 +62,18 @@ def test_every_module_fails_on_its_stubs_and_passes_on_the_reference(course, cli
         for path, text in package.items():
             assert (course / path).read_text() == text, f"{label}: a failed attempt changed {path}"
 
-        # The reference solution, written where the student's notebook lives; one test file.
+        # The reference solution, written where the student's notebook lives; one test file,
+        # and the notebook's graded checks (which `complete` runs as tests) all pass on it.
         solved = notebooks.read_source(course / module.source)
         nbformat.write(solved, course / "workspace" / module.name / f"{module.slug}.ipynb")
-        monkeypatch.setenv("PYTEST_ADDOPTS", f"-k {first_test_file(course, module)}")
+        monkeypatch.setenv("PYTEST_ADDOPTS", f"-k '{first_test_file(course, module)} or graded'")
         result = cli("module", "complete", str(module.number))
         monkeypatch.delenv("PYTEST_ADDOPTS")
         assert result.exit_code == 0, f"{label} failed on the reference:\n{result.output}"
         record = completed(course)[str(module.number)]
         assert record["passed"] > 0 and record["failed"] == 0, label
+        checks = len(build_program(solved, solved).checks)
+        assert re.search(rf"{module.slug}\.ipynb +{checks} passed", result.stdout), label
         origin = f"workspace/{module.name}/{module.slug}.ipynb"
         for path in module.package_files():
             assert origin in (course / path).read_text(), f"{label}: {path} not from the notebook"
@@ -91,4 +96,6 @@ def test_every_module_fails_on_its_stubs_and_passes_on_the_reference(course, cli
     selected = [line for line in listing.splitlines() if "::" in line]
     assert selected and all(line.startswith("tests/13_transformers/") for line in selected)
     first = [line for line in selected if first_test_file(course, find(13)) in line]
-    assert len(first) == completed(course)["13"]["passed"]
+    source = notebooks.read_source(course / find(13).source)
+    checks = len(build_program(source, source).checks)
+    assert len(first) + checks == completed(course)["13"]["passed"]

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from tito.cli.console import console, safe
 from tito.cli.module import TimeoutOption, run_live
 from tito.cli.report import show_run
 from tito.curriculum.catalog import MODULES, complete_key, dependents, find
@@ -44,6 +45,9 @@ def test(
     failed = False
     for m in chosen:
         label = f"tests {m.name}"
+        edited = lifecycle.edited_since_complete(m)
+        if edited:
+            console.print(f"[note]note: {safe(edited)}[/note]", soft_wrap=True)
         locate = lifecycle.installed_map(m)
         run = run_live(
             label,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 import nbformat
 
-from tito.curriculum import catalog, exporter, notebooks, paths, staging
+from tito.curriculum import catalog, exporter, notebooks, paths, program, refusals, staging
 from tito.curriculum.catalog import CourseModule
 from tito.errors import TitoError
 from tito.student import package_files, progress
@@ -139,6 +142,27 @@ def installed_map(module: CourseModule):
     return SourceMap(nb, files, nb_path.name).place
 
 
+def edited_since_complete(module: CourseModule) -> str:
+    """For `tito test`: one line when the student's notebook now exports other code than their
+    last `complete` installed (the tests run the package, not the notebook); "" otherwise."""
+    record = progress.load().get(module.number)
+    nb_path = paths.notebook(module)
+    if record is None or not record.files or not nb_path.exists():
+        return ""
+    try:
+        nb = notebooks.read_notebook(nb_path, module)
+        files = exporter.render(nb, module, origin=nb_path.relative_to(paths.root()).as_posix())
+    except TitoError:
+        return ""
+    if {rel.as_posix(): progress.digest(text) for rel, text in files.items()} == record.files:
+        return ""
+    return (
+        f"{paths.shown(nb_path)} changed since you completed module {module.number}: these tests "
+        f"run the code that `complete` installed, not your newer edits; `tito module complete "
+        f"{module.number}` tests and installs them"
+    )
+
+
 def student_code_at(tb) -> tuple[CourseModule, str] | None:
     """(module, "notebook, cell, line: code") of the deepest frame of traceback `tb` that ran a
     line the student wrote: a package file their completed notebook exported; else None."""
@@ -231,14 +255,19 @@ def complete(
         staged = Path(stage) / "tinytorch"
         staging.copy_package(package, staged)
         exporter.write(files, staged)
+        checks = Path(stage) / "checks.json"
+        checks.write_text(json.dumps(check_job(module, nb, nb_path.name)), encoding="utf-8")
         run = run_tests(
             module,
             package_parent=Path(stage),
             locate=source_map.place,
             timeout=timeout,
             on_event=on_event,
+            checks=checks,
         )
     if not run.ok:
+        for failure in run.failures:
+            failure.message += missing_name_hint(nb, failure.message)
         return run, False, []
     writes = {package / rel: text for rel, text in files.items()}
     reference = {package / rel: text for rel, text in staging.reference_files(module).items()}
@@ -246,6 +275,79 @@ def complete(
     writes[progress.file()] = progress.with_record(module.number, run.passed, run.failed, files)
     paths.write_all(writes)
     return run, True, saved
+
+
+def check_job(module: CourseModule, nb: nbformat.NotebookNode, name: str) -> dict:
+    """The module's graded checks over the student's notebook `nb` (named `name`), as
+    tito/student/graded_checks.py runs them: the program grading builds, each cell's label with
+    its number in the student's notebook, and what each check measures."""
+    source = notebooks.read_source(paths.source(module))
+    built = program.build_program(source, nb)
+    cells_at: dict[str, int] = {}
+    for label, code, _ in [*built.cells, *((c[0], c[2], c[3]) for c in built.checks)]:
+        for number, cell in enumerate(nb.cells, start=1):
+            grade_id = _nbgrader(cell).get("grade_id")
+            if grade_id == label or (grade_id is None and cell.source == code):
+                cells_at[label] = number
+                break
+    checks = [
+        {"label": label, "code": code, "index": index,
+         "measures": program.describe_cells(source, program.declared(code))}
+        for label, _, code, index in built.checks
+    ]  # fmt: skip
+    answers = [_nbgrader(c).get("grade_id") for c in source.cells if _nbgrader(c).get("solution")]
+    return {"notebook": name, "cells": built.cells, "checks": checks, "cells_at": cells_at,
+            "answers": answers}  # fmt: skip
+
+
+def _nbgrader(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+NAME_ERROR = re.compile(r"NameError: name '(\w+)' is not defined")
+
+
+def missing_name_hint(nb: nbformat.NotebookNode, message: str) -> str:
+    """For a NameError whose name the student's notebook defines in a cell the package or the
+    grader does not get (no `#| export`, or not an answer cell): a line saying where it is and
+    what to do, after a newline; "" otherwise."""
+    match = NAME_ERROR.search(message)
+    if match is None:
+        return ""
+    name, defined, used = match.group(1), None, None
+    for number, cell in enumerate(nb.cells, start=1):
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = notebooks.parse_python(cell.source)
+        except SyntaxError:
+            continue
+        answer = bool(_nbgrader(cell).get("solution"))
+        exported = any(d == "export" for d, _ in notebooks.directives(cell.source))
+        if name in refusals.bound_names(tree):
+            if answer and exported:
+                return ""  # the package and the grader both get it: some other cause
+            defined = defined or (number, exported, answer)
+        elif (
+            answer
+            and used is None
+            and name in {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        ):
+            used = number
+    if defined is None:
+        return ""
+    number, exported, answer = defined
+    into = f"cell {used}, the answer cell that uses it" if used else "the answer cell that uses it"
+    if not exported:
+        added = "" if answer else " (a cell you add is neither exported nor graded)"
+        return (
+            f"\n`{name}` is defined in cell {number} of your notebook, which has no `#| export` "
+            f"line, so the package does not get it: move it into {into}{added}"
+        )
+    return (
+        f"\n`{name}` is defined in cell {number} of your notebook, which the grader does not run "
+        f"(it runs the lesson's cells and your answer cells only): move it into {into}"
+    )
 
 
 def reset(module: CourseModule) -> tuple[Path | None, list[Backup]]:

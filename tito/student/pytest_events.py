@@ -21,6 +21,7 @@ FRAME = re.compile(r"^(\S+\.py):(\d+): ", re.MULTILINE)
 
 _stream = None
 _dump = None
+_started_in = ""  # pytest's invocation folder: the paths of its text are relative to it
 
 
 def _emit(**event) -> None:
@@ -35,7 +36,8 @@ def _first_lines(text: str, count: int = 2) -> str:
 
 
 def pytest_configure(config) -> None:
-    global _stream, _dump
+    global _stream, _dump, _started_in
+    _started_in = str(config.invocation_params.dir)
     path = os.environ.get("TITO_EVENTS")
     if path and _stream is None:
         _stream = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open for the session
@@ -54,7 +56,11 @@ def pytest_collectreport(report) -> None:
         text = str(report.longrepr)
         errors = [ln[1:].strip() for ln in text.splitlines() if ln.startswith("E ")]
         message = _first_lines("\n".join(errors) or text)
-        frames = [[path, int(line)] for path, line in FRAME.findall(text)]
+        # an import error's text names files relative to where pytest started (the staged
+        # package's folder, in `complete`): made absolute, so tito can tell whose file it is
+        frames = [
+            [os.path.join(_started_in, path), int(line)] for path, line in FRAME.findall(text)
+        ]
         _emit(kind="error", nodeid=report.nodeid, message=message, frames=frames)
 
 
@@ -73,7 +79,13 @@ def pytest_runtest_makereport(item, call):
         where = getattr(info.value, "tito_where", None)  # (file, line) the test blames, innermost
         if isinstance(where, tuple) and len(where) == 2:
             frames.append([str(where[0]), int(where[1])])
+        note = getattr(info.value, "tito_note", None)  # one line the test adds (a graded check)
+        if isinstance(note, str) and note:
+            message += "".join("\n" + line[:MESSAGE_CHARS] for line in note.splitlines()[:2])
         report.tito_failure = {"message": message, "frames": frames}
+        places = getattr(info.value, "tito_places", None)  # notebook places the test resolved
+        if isinstance(places, list) and places:
+            report.tito_failure["places"] = [str(p)[:MESSAGE_CHARS] for p in places[:3]]
     return report
 
 

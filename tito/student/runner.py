@@ -28,6 +28,7 @@ from tito.errors import TitoError
 
 DEFAULT_TIMEOUT = 900.0  # seconds; the slowest module takes about a minute on 2 busy cores
 TIMEOUT_ENV = "TITO_TEST_TIMEOUT"
+CHECKS_ENV = "TITO_CHECKS"  # the check program's file, read by tito/student/graded_checks.py
 KEPT_LINES = 60  # of the tests' own output, shown only when pytest itself could not run
 STACK_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
@@ -129,8 +130,10 @@ def run_tests(
     locate: Locate | None = None,
     timeout: float | None = None,
     on_event: Callable[[dict], None] | None = None,
+    checks: Path | None = None,
 ) -> TestRun:
-    """Run tests/NN_slug; the tests must import `tinytorch/` from `package_parent` if given."""
+    """Run tests/NN_slug; the tests must import `tinytorch/` from `package_parent` if given.
+    `checks`: a check program (tito/student/graded_checks.py) whose checks run as tests too."""
     root = paths.root()
     limit = timeout_seconds(timeout)
     package = (package_parent or root) / "tinytorch"
@@ -143,6 +146,11 @@ def run_tests(
             shared.symlink_to(root / "data")  # the shipped data, beside the staged package
     # the plugin lives in tito: make sure the child imports this very copy of it
     env["PYTHONPATH"] = os.pathsep.join([env.get("PYTHONPATH", ""), str(paths.PACKAGE_ROOT)])
+    env.pop(CHECKS_ENV, None)
+    plugins = ["-p", "tito.student.pytest_events"]
+    if checks is not None:
+        env[CHECKS_ENV] = str(checks)
+        plugins += ["-p", "tito.student.graded_checks"]
     run = TestRun(limit=limit)
     outcomes: dict[str, str] = {}
     running = None
@@ -157,8 +165,7 @@ def run_tests(
             "-q",
             "-s",  # the tests' output streams to our pipe instead of pytest's memory
             "--tb=short",
-            "-p",
-            "tito.student.pytest_events",
+            *plugins,
             f"--rootdir={root}",
             "-c",
             str(root / "pyproject.toml"),
@@ -230,7 +237,7 @@ def _take(event, run, outcomes, running, package, root, locate):
             run.skipped += 1
         else:
             run.failed += 1
-            places = _places(event.get("frames", []), package, root, locate)
+            places = event.get("places") or _places(event.get("frames", []), package, root, locate)
             run.failures.append(Failure(nodeid, event.get("message", outcome), places))
         return None
     return running
