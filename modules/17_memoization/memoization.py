@@ -478,6 +478,8 @@ figure  # noqa: B018  (the notebook shows the figure)
 # ## Try it
 
 # %%
+from tinytorch.core.transformer import GPT
+
 np.random.seed(0)
 gpt = GPT(vocab_size=32, embed_dim=32, num_layers=2, num_heads=4, max_seq_len=16)
 prompt = np.array([[1, 2, 3], [4, 5, 6]])
