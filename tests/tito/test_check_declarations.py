@@ -150,3 +150,12 @@ def test_the_course_tags_its_costly_demos():
         cell = next(c for c in source.cells if text in c.source and c.cell_type == "code")
         assert cell.metadata.get("tags") == ["demo"], number
         assert all(cell.source != code for _, code, _ in build_program(source, source).cells)
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
+def test_the_graders_refusals_let_every_reference_solution_cell_run(module):
+    """A reference cell the grader would refuse (a `setattr`, a `getattr` of a name not written
+    out) costs every submission that cell's checks, the reference's own included."""
+    source = notebooks.read_source(paths.source(module))
+    program = build_program(source, source)
+    assert program.refusals == {}, program.refusals

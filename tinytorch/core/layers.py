@@ -111,7 +111,11 @@ class Module:
     def register_buffer(self, name: str, value) -> None:
         """Keep the array `value` as attribute `name`, saved and loaded with the parameters."""
         self.buffer_names = (*(n for n in self.buffer_names if n != name), name)
-        setattr(self, name, np.asarray(value))
+        vars(self)[name] = np.asarray(value)  # as `self.<name> = ...` would
+
+    def own_buffers(self) -> list[tuple[str, np.ndarray]]:
+        """(name, array) for the buffers this module registered itself."""
+        return [(name, vars(self)[name]) for name in self.buffer_names]
 
     def named_buffers(self) -> Iterator[tuple[str, np.ndarray]]:
         """(dotted name, array) for every registered buffer here and below, each module once."""
@@ -119,8 +123,8 @@ class Module:
 
         def walk(module, prefix):
             seen.add(id(module))
-            for name in module.buffer_names:
-                yield prefix + name, getattr(module, name)
+            for name, array in module.own_buffers():
+                yield prefix + name, array
             for name, value in module.children():
                 if isinstance(value, Module) and id(value) not in seen:
                     yield from walk(value, f"{prefix}{name}.")

@@ -168,17 +168,21 @@ _STRUCTURE = re.compile(r"^(if|elif|for|while|with|except|def)\b.*:$|.*[(\[{]$")
 # Lines of a module's solution that product code built on it (a later lesson, a given file) also
 # writes, and that give nothing away beyond what the module's own lesson states; each says why.
 # Every other such line is a leak: spell the later code differently (tinytorch/accel/adamw.py
-# and module 18's `_fused_update` were, for module 06's Adam).
+# and module 18's `_fused_update` were, for module 06's Adam). Module 09's convolution repeats
+# two of module 03's lines as the same rule (LAYER_RULES): shared by both.
+_INIT = "self.weight = Tensor(np.random.uniform(-bound, bound, shape), requires_grad=True)"
+LAYER_RULES = {
+    "gb = g.sum(axis=0)": "a bias's gradient: the output gradient summed over rows",
+    _INIT: "PyTorch's uniform initialisation, the rule of every layer with weights",
+}
 SHARED: dict[int, dict[str, str]] = {
     3: {
         "self.has_bias = bias is not None": "the flag of any layer with an optional bias",
         "seen.add(id(value))": "marking an object visited, as any walk over a module tree does",
         "out = rows @ weight": "the matrix product the lesson's formula states",
-        "gb = g.sum(axis=0)": "a bias's gradient: the output gradient summed over rows",
-        "self.weight = Tensor(np.random.uniform(-bound, bound, shape), requires_grad=True)": (
-            "PyTorch's uniform initialisation, the one rule module 09's Conv2d also states"
-        ),
+        **LAYER_RULES,
     },
+    9: LAYER_RULES,
     7: {
         "optimizer.zero_grad()": "the training loop's call of module 06's optimizer",
         "optimizer.step()": "the training loop's call of module 06's optimizer",
