@@ -35,7 +35,8 @@ test: export TINYTORCH_REQUIRE_TORCH = 1
 # The suite runs as two pytest processes side by side, as most tests keep one core busy
 # (`--half`, tests/conftest.py): tito's tests, and the rest with two long walks over every
 # module. The second one's report is printed when both are done; `make test` fails when either
-# does. `pytest -q` runs it all in one process.
+# does. `python -m pytest -q` runs it all in one process (the bare `pytest` script would find
+# tests/tito before the installed tito package).
 test: install system lint check
 	@log=$$(mktemp); \
 	$(PYTHON) -m pytest -q -p no:cacheprovider --half 2 >"$$log" 2>&1 & other=$$!; \
