@@ -14,6 +14,12 @@ import nbformat
 from tito.curriculum.catalog import CourseModule
 from tito.errors import TitoError
 
+
+def nbgrader_meta(cell) -> dict:
+    """A cell's nbgrader metadata (grade_id, solution, grade, points), {} for a plain cell."""
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from tito.curriculum.notebooks import BEGIN_SOLUTION, END_SOLUTION
+from tito.curriculum.notebooks import BEGIN_SOLUTION, END_SOLUTION, nbgrader_meta
 from tito.curriculum.refusals import (
     bound_names,
     course_imports,
@@ -27,10 +27,6 @@ from tito.curriculum.refusals import (
     parse,
     protected_names,
 )
-
-
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 def is_demo(cell) -> bool:
@@ -120,15 +116,21 @@ def untouched(code: str, reference: str) -> bool:
     return [line for line in theirs if not line.startswith(STUB_LINES)] == given
 
 
+def solution_codes(source: nbformat.NotebookNode) -> dict[str, str]:
+    """{grade id: code} of the source's solution cells."""
+    meta = [(nbgrader_meta(c), c.source) for c in source.cells]
+    return {m.get("grade_id"): code for m, code in meta if m.get("solution")}
+
+
 def cell_functions(source: nbformat.NotebookNode, cells: tuple[str, ...]) -> dict[str, str]:
     """Each function the solution cells `cells` ask for (solution_functions) -> its cell."""
-    codes = {_meta(c).get("grade_id"): c.source for c in source.cells if _meta(c).get("solution")}
+    codes = solution_codes(source)
     return {name: cell for cell in cells for name in solution_functions(codes.get(cell, ""))}
 
 
 def describe_cells(source: nbformat.NotebookNode, cells: tuple[str, ...]) -> str:
     """The declared cells as a student reads them: "LayerNorm.forward (cell 'layernorm')"."""
-    codes = {_meta(c).get("grade_id"): c.source for c in source.cells if _meta(c).get("solution")}
+    codes = solution_codes(source)
     parts = []
     for cell in cells:
         names = solution_functions(codes.get(cell, ""))
@@ -144,14 +146,14 @@ def build_program(source: nbformat.NotebookNode, submission: nbformat.NotebookNo
     notes: list[str] = []
     theirs: dict[str, list[int]] = {}
     for index, cell in enumerate(submission.cells):
-        grade_id = _meta(cell).get("grade_id")
+        grade_id = nbgrader_meta(cell).get("grade_id")
         if grade_id:
             theirs.setdefault(grade_id, []).append(index)
     for grade_id, where in theirs.items():
         if len(where) > 1:
             cells = " and ".join(str(i + 1) for i in where[:2])
             notes.append(f"cells {cells} share the grade id '{grade_id}'")
-    known = {_meta(c).get("grade_id") for c in source.cells}
+    known = {nbgrader_meta(c).get("grade_id") for c in source.cells}
     for grade_id, where in theirs.items():
         if grade_id not in known:
             notes.append(f"cell {where[0] + 1} has grade id '{grade_id}', which the assignment "
@@ -162,7 +164,7 @@ def build_program(source: nbformat.NotebookNode, submission: nbformat.NotebookNo
     for index, cell in enumerate(merged.cells):
         if cell.cell_type != "code" or is_demo(cell):
             continue
-        meta = _meta(cell)
+        meta = nbgrader_meta(cell)
         label = meta.get("grade_id") or f"{index + 1}"
         if meta.get("solution") and own is not None and meta.get("grade_id") not in own:
             cells.append((label, cell.source, index))  # the reference's code

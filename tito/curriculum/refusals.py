@@ -12,12 +12,7 @@ import ast
 
 import nbformat
 
-from tito.curriculum.notebooks import parse_python
-
-
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
+from tito.curriculum.notebooks import nbgrader_meta, parse_python
 
 IMPORTS = {
     "numpy", "math", "tinytorch", "typing", "dataclasses", "__future__", "collections",
@@ -166,7 +161,7 @@ def protected_names(source: nbformat.NotebookNode) -> set[str]:
     globals they read (names a cell never assigns itself) and what they import or define."""
     names: set[str] = set()
     for cell in source.cells:
-        if cell.cell_type == "code" and not _meta(cell).get("solution"):
+        if cell.cell_type == "code" and not nbgrader_meta(cell).get("solution"):
             tree = parse(cell.source)
             read, stored = set(), set()
             for node in ast.walk(tree):
@@ -194,7 +189,7 @@ def course_imports(source: nbformat.NotebookNode) -> dict[str, str]:
     way only (`np` -> `numpy`, `Tensor` -> `tinytorch.core.tensor.Tensor`)."""
     found: dict[str, set[str]] = {}
     for cell in source.cells:
-        if cell.cell_type == "code" and not _meta(cell).get("solution"):
+        if cell.cell_type == "code" and not nbgrader_meta(cell).get("solution"):
             for node in parse(cell.source).body:
                 if isinstance(node, ast.Import | ast.ImportFrom):
                     for alias in node.names:

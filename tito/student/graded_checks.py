@@ -21,6 +21,7 @@ import pytest
 
 from tito.sandbox.cells import Compiler, describe
 from tito.student.runner import CHECKS_ENV
+from tito.student.sourcemap import Place
 
 KEYWORD = "graded"  # `-k graded` selects the checks alone
 
@@ -79,8 +80,8 @@ class CheckItem(pytest.Item):
             if cell is None or cell in seen or not 0 < (frame.lineno or 0) <= len(lines):
                 continue  # a cell's innermost line only (not the decorator that called it)
             seen.add(cell)
-            text = lines[frame.lineno - 1].strip()
-            found.append(f"{self.job['notebook']}, cell {cell}, line {frame.lineno}: {text}")
+            text = lines[frame.lineno - 1]
+            found.append(str(Place(self.job["notebook"], cell, frame.lineno, text)))
         return found[:3]
 
     def repr_failure(self, excinfo, style=None):

@@ -286,7 +286,7 @@ def check_job(module: CourseModule, nb: nbformat.NotebookNode, name: str) -> dic
     cells_at: dict[str, int] = {}
     for label, code, _ in [*built.cells, *((c[0], c[2], c[3]) for c in built.checks)]:
         for number, cell in enumerate(nb.cells, start=1):
-            grade_id = _nbgrader(cell).get("grade_id")
+            grade_id = notebooks.nbgrader_meta(cell).get("grade_id")
             if grade_id == label or (grade_id is None and cell.source == code):
                 cells_at[label] = number
                 break
@@ -295,13 +295,9 @@ def check_job(module: CourseModule, nb: nbformat.NotebookNode, name: str) -> dic
          "measures": program.describe_cells(source, program.declared(code))}
         for label, _, code, index in built.checks
     ]  # fmt: skip
-    answers = [_nbgrader(c).get("grade_id") for c in source.cells if _nbgrader(c).get("solution")]
+    answers = list(program.solution_codes(source))
     return {"notebook": name, "cells": built.cells, "checks": checks, "cells_at": cells_at,
             "answers": answers}  # fmt: skip
-
-
-def _nbgrader(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 NAME_ERROR = re.compile(r"NameError: name '(\w+)' is not defined")
@@ -322,7 +318,7 @@ def missing_name_hint(nb: nbformat.NotebookNode, message: str) -> str:
             tree = notebooks.parse_python(cell.source)
         except SyntaxError:
             continue
-        answer = bool(_nbgrader(cell).get("solution"))
+        answer = bool(notebooks.nbgrader_meta(cell).get("solution"))
         exported = any(d == "export" for d, _ in notebooks.directives(cell.source))
         if name in refusals.bound_names(tree):
             if answer and exported:
